@@ -1,0 +1,201 @@
+"""The public functions: validate, allocate the outputs, call the core once."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+import numpy as np
+
+from attncore import _core
+from attncore import _isa
+from attncore import _validate as V
+
+__all__ = ["attention", "scores", "softmax", "set_num_threads", "get_num_threads", "info"]
+
+# ---- threads ------------------------------------------------------------------
+
+_lock = threading.Lock()
+
+
+def _default_threads() -> int:
+    env = os.environ.get("ATTNCORE_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"ATTNCORE_NUM_THREADS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"ATTNCORE_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_num_threads = _default_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Set the number of OpenMP threads every later call uses (n >= 1).
+
+    Calls already running keep the count they started with.  Without OpenMP
+    the core runs on one thread whatever is set here.
+    """
+    global _num_threads
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    with _lock:
+        _num_threads = int(n)
+
+
+def get_num_threads() -> int:
+    """The thread count calls use: set_num_threads(), else ATTNCORE_NUM_THREADS,
+    else the CPUs this process may run on."""
+    return _num_threads
+
+
+def info() -> dict:
+    """What this build is and runs: version, micro-kernels, OpenMP, threads, flags."""
+    from attncore import __version__
+
+    bq32, bk32 = _core.default_blocks(4)
+    bq64, bk64 = _core.default_blocks(8)
+    return {
+        "version": __version__,
+        "isa": _core.isa(),
+        "isa_available": _isa.available(),
+        "openmp": _core.openmp(),
+        "threads": get_num_threads(),
+        "cflags": _core.CFLAGS,
+        "default_blocks": {"float32": (bq32, bk32), "float64": (bq64, bk64)},
+    }
+
+
+# ---- the functions ------------------------------------------------------------
+
+
+def attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    method: str = "flash",
+    block_q: int | None = None,
+    block_k: int | None = None,
+    return_lse: bool = False,
+    return_weights: bool = False,
+):
+    """Scaled dot-product attention, ``softmax(q·kᵀ·scale)·v``, in the C core.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., H, n, d_k) or (n, d_k)
+    k : array_like, shape (..., H_kv, m, d_k) or (m, d_k)
+    v : array_like, shape (..., H_kv, m, d_v) or (m, d_v)
+        float32 or float64, all three the same dtype; the batch dims ``...``
+        equal.  ``H`` must be a multiple of ``H_kv`` (grouped-query / multi-query
+        attention): query head ``h`` reads kv head ``h // (H // H_kv)``.
+        ``n != m`` (cross-attention) and ``d_v != d_k`` are fine.  Any strides
+        are accepted; the fast path wants the last axis contiguous, anything
+        else is copied once.  Inputs are never modified.
+    causal : bool
+        Bottom-right aligned: query ``i`` sees key ``j`` iff ``j <= i + (m - n)``.
+        For ``n == m`` this is the lower triangle; for ``n`` new queries after
+        ``m - n`` cached keys it is the KV-cache mask.  (PyTorch's
+        ``is_causal`` is top-left aligned, ``j <= i``; the two agree when
+        ``n == m``.)  A row that sees no key gives output 0 and lse ``-inf``.
+    scale : float, optional
+        Positive and finite; default ``1/sqrt(d_k)``.
+    method : {"flash", "naive"}
+        ``"flash"``: blockwise online softmax (FlashAttention-2 order),
+        O(n·d) memory, blocks above the causal diagonal skipped.
+        ``"naive"``: the n×m score table materialised, O(n·m) memory per head;
+        a table that cannot fit raises MemoryError before anything is allocated.
+    block_q, block_k : int, optional
+        Tile sizes of the flash kernel (default: tuned per instruction set);
+        clamped to n and m.  Ignored by ``"naive"``.
+    return_lse : bool
+        Also return the log-sum-exp of each score row, shape (..., H, n).
+    return_weights : bool
+        Also return the softmax weights (..., H, n, m); ``method="naive"`` only.
+
+    Returns
+    -------
+    out : ndarray, shape (..., H, n, d_v), the dtype of the inputs
+    lse : ndarray, shape (..., H, n), if ``return_lse``
+    weights : ndarray, shape (..., H, n, m), if ``return_weights``
+
+    Notes
+    -----
+    Cost: 4·B·H·n·m·d FLOPs (about half with ``causal`` and n == m); reads
+    the K/V bytes once per query block.  NaN in an input reaches exactly the
+    rows that see it; a key whose weight is exactly 0 contributes nothing,
+    even where its value is inf or NaN.
+    """
+    method = V.method_name(method)
+    p = V.problem(q, k, v, scale=scale)
+    bq, bk = V.block_size(block_q, "block_q"), V.block_size(block_k, "block_k")
+    if return_weights and method != "naive":
+        raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
+    B, H, Hkv, n, m, dk, dv = p.shape
+    out = np.empty((B, H, n, dv), p.dtype)
+    lse = np.empty((B, H, n), p.dtype)
+    weights = None
+    nt = get_num_threads()
+    if method == "flash":
+        _core.flash(p.q, p.k, p.v, out, lse, p.scale, bool(causal), bq, bk, nt)
+    else:
+        table = B * H * n * m if return_weights else n * m
+        V.check_table(table, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
+        if return_weights:
+            weights = np.empty((B, H, n, m), p.dtype)
+        _core.naive(p.q, p.k, p.v, out, lse, weights, p.scale, bool(causal), nt)
+    result = [out.reshape(p.lead + (n, dv))]
+    if return_lse:
+        result.append(lse.reshape(p.lead + (n,)))
+    if return_weights:
+        result.append(weights.reshape(p.lead + (n, m)))
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+def scores(q, k, *, scale: float | None = None, causal: bool = False) -> np.ndarray:
+    """The scaled score table ``q·kᵀ·scale``, ``-inf`` where the causal mask hides a key.
+
+    Shapes as in :func:`attention`: q (..., H, n, d_k), k (..., H_kv, m, d_k);
+    returns (..., H, n, m) in the inputs' dtype.  Cost: 2·B·H·n·m·d_k FLOPs and
+    B·H·n·m values of memory (MemoryError up front when they cannot fit).
+    """
+    p = V.problem(q, k, scale=scale)
+    B, H, Hkv, n, m, dk, _ = p.shape
+    V.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
+    s = np.empty((B, H, n, m), p.dtype)
+    _core.scores(p.q, p.k, s, p.scale, bool(causal), get_num_threads())
+    return s.reshape(p.lead + (n, m))
+
+
+def softmax(x, axis: int = -1) -> np.ndarray:
+    """The numerically stable softmax of x along ``axis``, from the C core.
+
+    ``exp(x - max) / sum(exp(x - max))``: scores of 1e4 do not overflow.  A
+    slice of all ``-inf`` (nothing visible) gives zeros, not NaN; NaN in a
+    slice makes that slice NaN.  float32 or float64; returns x's dtype and shape.
+    """
+    a = V.as_float_array(x, "x")
+    if a.ndim == 0:
+        raise ValueError("x must have at least one dimension, got a 0-d array")
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"axis must be an integer, got {axis!r}")
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"axis {axis} is out of range for x of shape {a.shape}")
+    ax = int(axis) % a.ndim
+    moved = V.fast_layout(np.ascontiguousarray(np.moveaxis(a, ax, -1)))
+    rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
+    y = np.empty_like(rows)
+    _core.softmax(rows, y, np.empty(rows.shape[0], rows.dtype), get_num_threads())
+    return np.moveaxis(y.reshape(moved.shape), -1, ax)
+

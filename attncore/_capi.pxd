@@ -1,0 +1,48 @@
+# Declarations of csrc/attncore.h, mirrored one to one.  Every function is
+# nogil and returns a status code (or a plain value); none raises.
+from libc.stdint cimport int64_t
+
+cdef extern from "attncore.h" nogil:
+    ctypedef enum ac_status:
+        AC_OK
+        AC_EINVAL
+        AC_ENOMEM
+        AC_EISA
+
+    ctypedef struct ac_attn_args:
+        int64_t batch, heads, kv_heads
+        int64_t n, m
+        int64_t dk, dv
+        int64_t q_stride[3]
+        int64_t k_stride[3]
+        int64_t v_stride[3]
+        double scale
+        int causal
+        int64_t block_q, block_k
+        int num_threads
+
+    int ac_flash_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                     float *out, float *lse)
+    int ac_flash_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                     double *out, double *lse)
+    int ac_naive_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                     float *out, float *lse, float *weights)
+    int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                     double *out, double *lse, double *weights)
+    int ac_scores_f32(const ac_attn_args *a, const float *q, const float *k, float *s)
+    int ac_scores_f64(const ac_attn_args *a, const double *q, const double *k, double *s)
+    int ac_softmax_f32(int64_t rows, int64_t cols, const float *x, float *y, float *lse,
+                       int num_threads)
+    int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
+                       int num_threads)
+
+    const char *ac_isa()
+    int ac_set_isa(const char *name)
+    int ac_isa_supported(const char *name)
+    void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k)
+    int ac_openmp()
+    int ac_max_threads()
+    int64_t ac_workspace_peak()
+    void ac_workspace_reset_peak()
+
+    const char *ATTNCORE_CFLAGS

@@ -1,0 +1,154 @@
+# cython: language_level=3
+"""The thin binding: typed memoryviews in, one C call with the GIL released.
+
+Nothing here validates user input: attncore._api has done that and hands
+over 4-D arrays whose last axis is contiguous, in native byte order, of one
+float dtype, with outputs already allocated.  This layer only turns views into
+pointers and element strides, and C status codes into exceptions.
+"""
+cimport cython
+from libc.stdint cimport int64_t
+
+from attncore._capi cimport *
+
+ctypedef fused real:
+    float
+    double
+
+CFLAGS = ATTNCORE_CFLAGS.decode()
+
+
+cdef int _raise(int rc) except -1:
+    if rc == AC_ENOMEM:
+        raise MemoryError("attncore: the C core could not allocate its workspace")
+    if rc == AC_EISA:
+        raise ValueError("attncore: instruction set not available")
+    raise ValueError(f"attncore: the C core rejected its arguments (status {rc})")
+
+
+cdef void _strides3(int64_t *dst, Py_ssize_t *strides, Py_ssize_t itemsize) noexcept:
+    for i in range(3):
+        dst[i] = strides[i] // itemsize
+
+
+cdef ac_attn_args _args(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k,
+                        Py_ssize_t dv, double scale, bint causal, int64_t block_q,
+                        int64_t block_k, int nthreads) noexcept:
+    cdef ac_attn_args a
+    a.batch = q.shape[0]
+    a.heads = q.shape[1]
+    a.kv_heads = k.shape[1]
+    a.n = q.shape[2]
+    a.m = k.shape[2]
+    a.dk = q.shape[3]
+    a.dv = dv
+    _strides3(a.q_stride, q.strides, sizeof(real))
+    _strides3(a.k_stride, k.strides, sizeof(real))
+    a.v_stride[0] = a.v_stride[1] = a.v_stride[2] = 0
+    a.scale = scale
+    a.causal = causal
+    a.block_q = block_q
+    a.block_k = block_k
+    a.num_threads = nthreads
+    return a
+
+
+@cython.boundscheck(False)
+def flash(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, const real[:, :, :, ::1] v,
+          real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, bint causal,
+          int64_t block_q, int64_t block_k, int nthreads):
+    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, causal, block_q, block_k, nthreads)
+    _strides3(a.v_stride, v.strides, sizeof(real))
+    cdef int rc
+    with nogil:
+        if real is float:
+            rc = ac_flash_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0])
+        else:
+            rc = ac_flash_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0])
+    if rc != AC_OK:
+        _raise(rc)
+
+
+@cython.boundscheck(False)
+def naive(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, const real[:, :, :, ::1] v,
+          real[:, :, :, ::1] out, real[:, :, ::1] lse, real[:, :, :, ::1] weights,
+          double scale, bint causal, int nthreads):
+    """weights=None: the n×m table lives in the core's own workspace."""
+    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, causal, 0, 0, nthreads)
+    _strides3(a.v_stride, v.strides, sizeof(real))
+    cdef real *w = NULL
+    if weights is not None:
+        w = &weights[0, 0, 0, 0]
+    cdef int rc
+    with nogil:
+        if real is float:
+            rc = ac_naive_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0], w)
+        else:
+            rc = ac_naive_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0], w)
+    if rc != AC_OK:
+        _raise(rc)
+
+
+@cython.boundscheck(False)
+def scores(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, real[:, :, :, ::1] s,
+           double scale, bint causal, int nthreads):
+    cdef ac_attn_args a = _args(q, k, 0, scale, causal, 0, 0, nthreads)
+    cdef int rc
+    with nogil:
+        if real is float:
+            rc = ac_scores_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
+        else:
+            rc = ac_scores_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
+    if rc != AC_OK:
+        _raise(rc)
+
+
+@cython.boundscheck(False)
+def softmax(const real[:, ::1] x, real[:, ::1] y, real[::1] lse, int nthreads):
+    cdef int rc
+    with nogil:
+        if real is float:
+            rc = ac_softmax_f32(x.shape[0], x.shape[1], &x[0, 0], &y[0, 0], &lse[0], nthreads)
+        else:
+            rc = ac_softmax_f64(x.shape[0], x.shape[1], &x[0, 0], &y[0, 0], &lse[0], nthreads)
+    if rc != AC_OK:
+        _raise(rc)
+
+
+def isa():
+    return ac_isa().decode()
+
+
+def set_isa(str name):
+    if ac_set_isa(name.encode()) != AC_OK:
+        raise ValueError(f"instruction set {name!r} is not available")
+
+
+def isa_supported(str name):
+    return bool(ac_isa_supported(name.encode()))
+
+
+def default_blocks(int itemsize):
+    cdef int64_t bq, bk
+    ac_default_blocks(itemsize, &bq, &bk)
+    return int(bq), int(bk)
+
+
+def openmp():
+    return bool(ac_openmp())
+
+
+def max_threads():
+    return ac_max_threads()
+
+
+def workspace_peak():
+    return ac_workspace_peak()
+
+
+def workspace_reset_peak():
+    ac_workspace_reset_peak()

@@ -1,0 +1,201 @@
+"""Input checks shared by the C-backed API and the NumPy reference.
+
+Everything checkable is checked here, before any kernel runs and before the
+GIL is released; every message names the argument, what it got and what was
+expected.  The result is a `Problem`: 4-D views (batch, head, row, column)
+in one native float dtype with the last axis contiguous, ready for the core.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+METHODS = ("flash", "naive")
+_INT64_MAX = 2**63 - 1
+
+
+def as_float_array(x, name: str) -> np.ndarray:
+    """np.asarray(x), refusing anything but float32/float64 with a TypeError."""
+    a = np.asarray(x)
+    if a.dtype.newbyteorder("=") not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be float32 or float64, got dtype {a.dtype}")
+    return a
+
+
+def common_dtype(**arrays: np.ndarray) -> np.dtype:
+    kinds = {a.dtype.newbyteorder("=") for a in arrays.values()}
+    if len(kinds) > 1:
+        got = ", ".join(f"{k} {a.dtype}" for k, a in arrays.items())
+        raise TypeError(f"{', '.join(arrays)} must share one dtype, got {got}")
+    return kinds.pop()
+
+
+def fast_layout(a: np.ndarray) -> np.ndarray:
+    """The layout the C core reads: native byte order, aligned, last axis
+    contiguous, strides whole elements.  Anything else is copied once."""
+    if not a.dtype.isnative:
+        return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("=")))
+    if (
+        not a.flags.aligned
+        or (a.ndim and a.strides[-1] != a.itemsize)
+        or any(s % a.itemsize for s in a.strides)
+    ):
+        return np.ascontiguousarray(a)
+    return a
+
+
+def positive_scale(scale, dk: int) -> float:
+    if scale is None:
+        if dk == 0:
+            raise ValueError("scale=None means 1/sqrt(d_k), but d_k is 0: pass scale explicitly")
+        return 1.0 / math.sqrt(dk)
+    if isinstance(scale, (bool, np.bool_)):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    try:
+        s = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}") from None
+    if not (math.isfinite(s) and s > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    return s
+
+
+def block_size(b, name: str) -> int:
+    """None (the core's tuned default, passed as 0) or a positive integer."""
+    if b is None:
+        return 0
+    if isinstance(b, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a positive integer or None, got {b!r}")
+    try:
+        i = operator.index(b)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive integer or None, got {b!r}") from None
+    if not 1 <= i <= 2**31:
+        raise ValueError(f"{name} must be a positive integer (at most 2**31) or None, got {i}")
+    return i
+
+
+def method_name(method) -> str:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return method
+
+
+@dataclass
+class Problem:
+    """Validated attention inputs as (B, H, n, d) views, plus the shape to give back."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray | None
+    lead: tuple  # leading shape of the outputs: (..., H) or () for 2-D inputs
+    scale: float
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.q.dtype
+
+    @property
+    def shape(self):  # B, H, Hkv, n, m, dk, dv
+        B, H, n, dk = self.q.shape
+        Hkv, m = self.k.shape[1:3]
+        dv = self.v.shape[3] if self.v is not None else 0
+        return B, H, Hkv, n, m, dk, dv
+
+
+def _heads(a: np.ndarray, name: str) -> tuple:
+    """Split a's shape into (batch dims, heads, rows, cols); 2-D is one head."""
+    if a.ndim < 2:
+        raise ValueError(
+            f"{name} must have shape (..., heads, rows, d) or (rows, d), got shape {a.shape}"
+        )
+    if a.ndim == 2:
+        return (), 1, a.shape[0], a.shape[1]
+    return a.shape[:-3], a.shape[-3], a.shape[-2], a.shape[-1]
+
+
+def problem(q, k, v=None, *, scale=None) -> Problem:
+    """Check q, k (and v) against the shape contract and bring them to 4-D."""
+    arrays = {"q": as_float_array(q, "q"), "k": as_float_array(k, "k")}
+    if v is not None:
+        arrays["v"] = as_float_array(v, "v")
+    common_dtype(**arrays)
+    ndims = {name: a.ndim for name, a in arrays.items()}
+    if len(set(ndims.values())) > 1:
+        got = ", ".join(f"{n} has {d}" for n, d in ndims.items())
+        raise ValueError(f"{', '.join(arrays)} must have the same number of dimensions; {got}")
+    qa, ka = arrays["q"], arrays["k"]
+    qlead, H, n, dk = _heads(qa, "q")
+    klead, Hkv, m, dk2 = _heads(ka, "k")
+    if klead != qlead:
+        raise ValueError(f"k's batch dims {klead} do not match q's {qlead}")
+    if dk2 != dk:
+        raise ValueError(f"k's last axis (d_k) is {dk2} but q's is {dk}; they must match")
+    if Hkv == 0 and H != 0:
+        raise ValueError(f"k has 0 heads but q has {H}")
+    if Hkv and H % Hkv:
+        raise ValueError(
+            f"q's heads ({H}) must be a multiple of k's heads ({Hkv}) for grouped-query attention"
+        )
+    dv = 0
+    if v is not None:
+        va = arrays["v"]
+        vlead, Hv, m2, dv = _heads(va, "v")
+        if vlead != qlead:
+            raise ValueError(f"v's batch dims {vlead} do not match q's {qlead}")
+        if Hv != Hkv:
+            raise ValueError(f"v has {Hv} heads but k has {Hkv}; they must match")
+        if m2 != m:
+            raise ValueError(f"v has {m2} rows (keys) but k has {m}; they must match")
+    B = math.prod(qlead)
+    for count in (B * H * n * max(m, dk, dv, 1), B * Hkv * m * max(dk, dv, 1)):
+        if count > _INT64_MAX:
+            raise ValueError(f"problem too large: {count} elements do not fit in 64 bits")
+
+    def four_d(a, h, rows, cols):
+        return fast_layout(a).reshape(B, h, rows, cols)
+
+    return Problem(
+        q=four_d(qa, H, n, dk),
+        k=four_d(ka, Hkv, m, dk),
+        v=four_d(arrays["v"], Hkv, m, dv) if v is not None else None,
+        lead=qlead + ((H,) if qa.ndim > 2 else ()),
+        scale=positive_scale(scale, dk),
+    )
+
+
+def memory_limit() -> int:
+    """Bytes a materialised table may take: ATTNCORE_MAX_TABLE_BYTES, or the
+    memory the system reports available now."""
+    env = os.environ.get("ATTNCORE_MAX_TABLE_BYTES")
+    if env:
+        return int(env)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return _INT64_MAX
+
+
+def check_table(elements: int, itemsize: int, what: str) -> None:
+    """MemoryError, before anything is allocated, for a table that cannot fit."""
+    nbytes = elements * itemsize
+    limit = memory_limit()
+    if nbytes > limit:
+        raise MemoryError(
+            f"{what} needs {nbytes / 2**30:.2f} GiB but only {limit / 2**30:.2f} GiB is "
+            "available (ATTNCORE_MAX_TABLE_BYTES overrides); method='flash' streams the "
+            "keys in blocks and needs O(n·d) memory"
+        )

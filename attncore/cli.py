@@ -1,0 +1,104 @@
+"""The ``attncore`` command.
+
+    attncore info                  what this build is and runs
+    attncore check [--sizes ...]   naive and blockwise vs the reference, per n:
+                                   max error, time, peak memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+import attncore
+from attncore._measure import human_bytes, measure
+
+
+def _table(title: str, columns: list[str], rows: list[list]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(*[str(x) for x in r])
+    Console().print(t)
+
+
+def cmd_info(args) -> int:
+    info = attncore.info()
+    _table("attncore", ["key", "value"], [[k, v] for k, v in info.items()])
+    return 0
+
+
+def cmd_check(args) -> int:
+    rng = np.random.default_rng(args.seed)
+    dtype = np.dtype(args.dtype)
+    rows = []
+    worst = 0.0
+    for n in args.sizes:
+        shape = (args.heads, n, args.d)
+        q, k, v = (rng.standard_normal(shape).astype(dtype) for _ in range(3))
+        measured = {
+            method: measure(attncore.attention, q, k, v, causal=args.causal, method=method,
+                            repeat=args.repeat)
+            for method in ("naive", "flash")
+        }
+        # The reference runs after the timings: NumPy's BLAS threads keep
+        # spinning for a moment after a call and would slow the next kernel.
+        ref = None
+        if n <= args.reference_max:
+            ref = attncore.reference.attention(
+                q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), causal=args.causal
+            )
+        flops = 4 * args.heads * n * n * args.d / (2 if args.causal else 1)
+        for method, m in measured.items():
+            err = float(np.max(np.abs(m.result - ref))) if ref is not None else None
+            if err is not None:
+                worst = max(worst, err)
+            rows.append([n, method, "—" if err is None else f"{err:.2e}",
+                         f"{m.seconds * 1e3:.2f}", f"{flops / m.seconds / 1e9:.1f}",
+                         human_bytes(m.peak_bytes)])
+    title = (f"attncore check: heads={args.heads}, d={args.d}, {dtype}, causal={args.causal}, "
+             f"isa={attncore.info()['isa']}, threads={attncore.get_num_threads()}")
+    _table(title, ["n", "method", "max |err| vs f64 ref", "time (ms)", "GFLOP/s", "peak memory"],
+           rows)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    if worst > tol:
+        print(f"FAILED: max error {worst:.3e} exceeds {tol:g}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attncore", description=__doc__.split("\n")[1].strip())
+    p.add_argument("--version", action="version", version=attncore.__version__)
+    p.add_argument("--threads", type=int, default=None, help="OpenMP threads (default: all)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="what this build is and runs").set_defaults(fn=cmd_info)
+    c = sub.add_parser("check", help="naive and blockwise against the NumPy reference")
+    c.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096], metavar="N")
+    c.add_argument("--d", type=int, default=64, help="head dimension (default 64)")
+    c.add_argument("--heads", type=int, default=1)
+    c.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    c.add_argument("--causal", action="store_true")
+    c.add_argument("--repeat", type=int, default=3, help="timed runs, best kept")
+    c.add_argument("--reference-max", type=int, default=4096, metavar="N",
+                   help="compare with the reference only up to this n (it is O(n²) and slow)")
+    c.add_argument("--seed", type=int, default=0)
+    c.set_defaults(fn=cmd_check)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.threads is not None:
+        attncore.set_num_threads(args.threads)
+    return args.fn(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

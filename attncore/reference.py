@@ -1,0 +1,106 @@
+"""NumPy versions of attncore's functions: the oracle of the tests, and the
+readable statement of what the C core computes.
+
+Same signatures, same validation, same output shapes and conventions as the
+C-backed functions; computed with plain NumPy in the inputs' precision (pass
+float64 arrays for a float64 oracle).  Memory is O(n·m): it always
+materialises, whatever ``method`` says.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncore import _validate as V
+
+__all__ = ["attention", "scores", "softmax"]
+
+_quiet = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
+
+
+def _scores4(p: V.Problem, causal: bool) -> np.ndarray:
+    """(B, H, n, m) scores; kv head h // group serves query head h."""
+    B, H, Hkv, n, m, dk, _ = p.shape
+    k = np.repeat(p.k, H // Hkv, axis=1) if Hkv else p.k
+    with np.errstate(**_quiet):
+        s = np.matmul(p.q, np.swapaxes(k, -1, -2)) * p.dtype.type(p.scale)
+    if causal:
+        i = np.arange(n)[:, None]
+        j = np.arange(m)[None, :]
+        s = np.where(j <= i + (m - n), s, -np.inf).astype(p.dtype)
+    return s
+
+
+def _softmax_last(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Softmax over the last axis and its log-sum-exp; all -inf rows give 0, -inf."""
+    with np.errstate(**_quiet):
+        mx = np.max(x, axis=-1, keepdims=True, initial=-np.inf)
+        safe = np.where(np.isneginf(mx), 0, mx)  # an all -inf row: exp(-inf) = 0, not NaN
+        e = np.exp(x - safe)
+        total = e.sum(axis=-1, keepdims=True)
+        w = np.where(total == 0, 0, e / total)
+        lse = (safe + np.log(total))[..., 0]
+    return w.astype(x.dtype), lse.astype(x.dtype)
+
+
+def _weighted_sum(w: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """w @ v, except that a weight of exactly 0 contributes nothing even where
+    v is inf or NaN (0·inf would be NaN): a key a row cannot see never reaches it."""
+    if np.isfinite(v).all():
+        return np.matmul(w, v)
+    with np.errstate(**_quiet):
+        terms = w[..., :, :, None] * v[..., None, :, :]  # (B, H, n, m, dv)
+        return np.where(w[..., None] != 0, terms, 0).sum(axis=-2).astype(w.dtype)
+
+
+def scores(q, k, *, scale=None, causal=False) -> np.ndarray:
+    """Reference for :func:`attncore.scores`."""
+    p = V.problem(q, k, scale=scale)
+    B, H, Hkv, n, m, *_ = p.shape
+    return _scores4(p, bool(causal)).reshape(p.lead + (n, m))
+
+
+def softmax(x, axis=-1) -> np.ndarray:
+    """Reference for :func:`attncore.softmax`."""
+    a = V.as_float_array(x, "x")
+    if a.ndim == 0:
+        raise ValueError("x must have at least one dimension, got a 0-d array")
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"axis must be an integer, got {axis!r}")
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"axis {axis} is out of range for x of shape {a.shape}")
+    w, _ = _softmax_last(np.moveaxis(a.astype(a.dtype.newbyteorder("=")), axis, -1))
+    return np.moveaxis(w, -1, axis)
+
+
+def attention(
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    scale=None,
+    method="flash",
+    block_q=None,
+    block_k=None,
+    return_lse=False,
+    return_weights=False,
+):
+    """Reference for :func:`attncore.attention` (``method`` and block sizes are
+    validated, then ignored: the reference always materialises)."""
+    V.method_name(method)
+    p = V.problem(q, k, v, scale=scale)
+    V.block_size(block_q, "block_q")
+    V.block_size(block_k, "block_k")
+    if return_weights and method != "naive":
+        raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
+    B, H, Hkv, n, m, dk, dv = p.shape
+    w, lse = _softmax_last(_scores4(p, bool(causal)))
+    v4 = np.repeat(p.v, H // Hkv, axis=1) if Hkv else p.v
+    out = _weighted_sum(w, v4)
+    result = [out.reshape(p.lead + (n, dv))]
+    if return_lse:
+        result.append(lse.reshape(p.lead + (n,)))
+    if return_weights:
+        result.append(w.reshape(p.lead + (n, m)))
+    return result[0] if len(result) == 1 else tuple(result)

@@ -1,0 +1,94 @@
+/* attncore.h — the one public header of the attncore C core.
+ *
+ * Scaled dot-product attention, softmax(Q·Kᵀ·scale)·V, as plain C loops.
+ *
+ * Layout.  Every tensor is addressed as (batch, head, row, column) with the
+ * last axis contiguous and the other three strided (strides in *elements*,
+ * any sign, 0 allowed for broadcast).  Outputs are dense and C-contiguous.
+ *
+ *   q   (B, H,    n, dk)      out (B, H, n, dv)
+ *   k   (B, Hkv,  m, dk)      lse (B, H, n)         (may be NULL)
+ *   v   (B, Hkv,  m, dv)      s/w (B, H, n, m)      (score / weight tables)
+ *
+ * GQA/MQA: query head h reads kv head h / (H / Hkv).
+ *
+ * Causal is bottom-right aligned: query i sees key j iff j <= i + (m - n).
+ * A row that sees no key gives output 0 and lse -inf, never NaN.
+ *
+ * Every entry point validates its arguments, returns an ac_status, never
+ * aborts, and never reads or writes outside the extents it was given.
+ * Index arithmetic is 64-bit throughout.
+ */
+#ifndef ATTNCORE_H
+#define ATTNCORE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    AC_OK = 0,
+    AC_EINVAL = 1, /* a bad argument: negative size, heads not dividing, NULL data, ... */
+    AC_ENOMEM = 2, /* an allocation failed or its size would overflow */
+    AC_EISA = 3    /* the requested instruction set is not available */
+} ac_status;
+
+typedef struct {
+    int64_t batch, heads, kv_heads; /* B, H, Hkv (H % Hkv == 0) */
+    int64_t n, m;                   /* query rows, key rows */
+    int64_t dk, dv;                 /* head dims of q/k and of v */
+    int64_t q_stride[3];            /* element strides of q over (batch, head, row) */
+    int64_t k_stride[3];
+    int64_t v_stride[3];
+    double scale;                   /* > 0 and finite */
+    int causal;                     /* bottom-right aligned causal mask */
+    int64_t block_q, block_k;       /* blockwise tile sizes; 0 = the tuned default */
+    int num_threads;                /* OpenMP threads; <= 0 = the OpenMP default */
+} ac_attn_args;
+
+/* Blockwise online-softmax attention (FlashAttention-2 order). O(n·d) memory. */
+int ac_flash_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                 float *out, float *lse);
+int ac_flash_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                 double *out, double *lse);
+
+/* Materialised attention: S = Q·Kᵀ·scale, mask, row softmax, A·V.  The n×m
+ * table is allocated per head unless `weights` (B, H, n, m) is given, in
+ * which case the softmax weights are left there.  O(n·m) memory. */
+int ac_naive_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                 float *out, float *lse, float *weights);
+int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                 double *out, double *lse, double *weights);
+
+/* The scaled score table (B, H, n, m), -inf where the causal mask hides a key.
+ * Only the q/k fields of `a` are read (dv and v_stride are ignored). */
+int ac_scores_f32(const ac_attn_args *a, const float *q, const float *k, float *s);
+int ac_scores_f64(const ac_attn_args *a, const double *q, const double *k, double *s);
+
+/* Stable softmax of each row of a dense (rows, cols) array; y may alias x.
+ * lse (rows) may be NULL.  A row of all -inf gives zeros and lse -inf. */
+int ac_softmax_f32(int64_t rows, int64_t cols, const float *x, float *y, float *lse,
+                   int num_threads);
+int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
+                   int num_threads);
+
+/* Runtime: the micro-kernel set in use, chosen at first use by CPU feature
+ * detection ("scalar", "avx2", "avx512"); ac_set_isa forces one. */
+const char *ac_isa(void);
+int ac_set_isa(const char *name);
+int ac_isa_supported(const char *name);
+void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k);
+int ac_openmp(void);         /* 1 when built with OpenMP */
+int ac_max_threads(void);    /* omp_get_max_threads(), or 1 */
+
+/* Workspace accounting: every buffer the core allocates for itself (score
+ * tables, per-thread tiles) is counted, so callers can read the peak. */
+int64_t ac_workspace_peak(void);
+void ac_workspace_reset_peak(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,129 @@
+/* flash.c — blockwise attention with the online softmax, FlashAttention-2 order.
+ *
+ * The unit of work is one Q block of one head: Q blocks are independent, so
+ * they are what the threads share out.  Inside a task the K/V blocks stream
+ * past while each query row keeps three numbers' worth of state:
+ *
+ *   m_i  running max of the scores seen so far
+ *   l_i  running sum of exp(s - m_i)
+ *   O_i  running, *unnormalised* sum of exp(s - m_i)·v   (held in `out`)
+ *
+ * For a new block with row max m' = max(m_i, max_j s_ij):
+ *   pass 1: S = Q_blk·K_blkᵀ·scale             (bq, bk) tile, never the n×m table
+ *   pass 2: α = exp(m_i - m');  P = exp(S - m');  l_i = α·l_i + Σ_j P_ij
+ *           O_i *= α   — the rescale that keeps old terms relative to the new max
+ *   pass 3: O_i += P·V_blk
+ * and once at the end O_i /= l_i, lse_i = m_i + log l_i.
+ *
+ * Causal: blocks wholly above the diagonal are never visited (the loop stops
+ * at the last key any row of the block can see); only blocks crossing the
+ * diagonal are masked.  Memory: one (bq, bk) tile and 2·bq numbers per thread.
+ */
+#ifndef AC_TEMPLATE
+#define AC_TEMPLATE "flash.c"
+#include <string.h>
+
+#include "internal.h"
+#include "template.h"
+#else
+
+/* One Q block [i0, i0 + rows) of one head; s is the (rows, bk) tile, mi/li the
+ * per-row state, o the (rows, dv) rows of the output. */
+static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t bk,
+                           const real *qb, const real *kh, const real *vh, int64_t i0,
+                           int64_t rows, real *s, real *mi, real *li, real *o, real *lse) {
+    const int64_t n = a->n, m = a->m, dv = a->dv;
+    const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2], ldv = a->v_stride[2];
+    const real scale = (real)a->scale;
+    const int64_t kv_end = a->causal ? ac_causal_end(i0 + rows, n, m) : m;
+    /* keys before this are visible to every row of the block */
+    const int64_t unmasked_end = a->causal ? ac_causal_end(i0 + 1, n, m) : m;
+
+    memset(o, 0, (size_t)(rows * dv) * sizeof(real));
+    for (int64_t r = 0; r < rows; r++) {
+        mi[r] = -INFINITY;
+        li[r] = 0;
+    }
+    for (int64_t j0 = 0; j0 < kv_end; j0 += bk) {
+        const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk;
+        /* pass 1: the score tile */
+        K->R(qk)(rows, cols, a->dk, qb, ldq, kh + j0 * ldk, ldk, scale, s, bk);
+        if (j0 + cols > unmasked_end) /* a diagonal block: mask its upper part */
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t c = ac_causal_end(i0 + r + 1, n, m) - j0;
+                for (c = c < 0 ? 0 : c; c < cols; c++) s[r * bk + c] = -INFINITY;
+            }
+        /* pass 2: online softmax update, row by row */
+        for (int64_t r = 0; r < rows; r++) {
+            real *sr = s + r * bk; /* (cols) */
+            real bmax = K->R(rowmax)(sr, cols);
+            real mnew = (bmax > mi[r] || bmax != bmax) ? bmax : mi[r];
+            if (mnew == -INFINITY) { /* nothing visible yet in this row */
+                memset(sr, 0, (size_t)cols * sizeof(real));
+                continue;
+            }
+            real alpha = R_EXP(mi[r] - mnew); /* 0 on the first visible block */
+            li[r] = alpha * li[r] + K->R(expsum)(sr, cols, mnew);
+            mi[r] = mnew;
+            if (alpha != 1)
+                for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
+        }
+        /* pass 3: accumulate P·V */
+        K->R(pv)(rows, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv);
+    }
+    /* normalise once; a row that saw nothing stays 0 with lse = -inf */
+    for (int64_t r = 0; r < rows; r++) {
+        real inv = li[r] > 0 || li[r] != li[r] ? 1 / li[r] : 0;
+        for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= inv;
+        if (lse) lse[r] = li[r] > 0 || li[r] != li[r] ? mi[r] + R_LOG(li[r]) : -INFINITY;
+    }
+}
+
+int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out,
+                real *lse) {
+    int rc = ac_check_attn(a, q, k, v, out, 1);
+    if (rc != AC_OK) return rc;
+    const int64_t n = a->n, m = a->m, dv = a->dv, H = a->heads;
+    if (n == 0 || a->batch == 0 || H == 0) return AC_OK;
+    const ac_kernels *K = ac_kernels_active();
+    int64_t bq = a->block_q, bk = a->block_k;
+    if (bq == 0 || bk == 0) {
+        int64_t dq, dk;
+        ac_default_blocks((int)sizeof(real), &dq, &dk);
+        if (bq == 0) bq = dq;
+        if (bk == 0) bk = dk;
+    }
+    if (bq > n) bq = n;
+    if (bk > m) bk = m > 0 ? m : 1;
+    const int64_t group = H / a->kv_heads, nqb = (n + bq - 1) / bq;
+    const int64_t ntasks = a->batch * H * nqb, scratch = bq * bk + 2 * bq;
+    int failed = 0;
+
+    #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
+    {
+        real *s = ac_ws_alloc(scratch, sizeof(real)); /* (bq, bk) tile, then m_i, l_i */
+        if (!s) {
+            #pragma omp atomic write
+            failed = 1;
+        }
+        /* dynamic: causal blocks differ in cost; the last Q blocks (the most
+         * keys) are handed out first so no thread is left with them at the end */
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < ntasks; t++) {
+            if (!s) continue;
+            const int64_t hb = t / nqb, qblk = nqb - 1 - t % nqb;
+            const int64_t b = hb / H, h = hb % H, i0 = qblk * bq;
+            const int64_t rows = n - i0 < bq ? n - i0 : bq;
+            const int64_t hk = h / group;
+            R(flash_block)(K, a, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
+                           k + b * a->k_stride[0] + hk * a->k_stride[1],
+                           v + b * a->v_stride[0] + hk * a->v_stride[1], i0, rows, s,
+                           s + bq * bk, s + bq * bk + bq, out + (hb * n + i0) * dv,
+                           lse ? lse + hb * n + i0 : NULL);
+        }
+        ac_ws_free(s, scratch, sizeof(real));
+    }
+    return failed ? AC_ENOMEM : AC_OK;
+}
+
+#endif

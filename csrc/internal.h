@@ -1,0 +1,78 @@
+/* internal.h — what the algorithm files share: the micro-kernel table that
+ * each ISA fills in, workspace allocation, argument checks.
+ *
+ * The algorithms (softmax.c, scores.c, flash.c) are written once against the
+ * table below; an ISA file (kern_scalar.c, ...) supplies the inner loops.
+ * Adding an ISA means adding one file and one line in runtime.c.
+ */
+#ifndef ATTNCORE_INTERNAL_H
+#define ATTNCORE_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attncore.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The inner loops one ISA provides, for one element type.
+ *
+ * qk:     s[r*lds + c] = scale * <q_r, k_c>                  S tile (bq, bk)
+ * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv)
+ *         A term whose weight p is exactly 0 contributes nothing, even when
+ *         v holds inf or NaN: a key a row cannot see never reaches its output.
+ * rowmax: the NaN-propagating max of x[0..n), -inf for n == 0.
+ * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
+ */
+#define AC_KERNEL_FIELDS(real, suf)                                                      \
+    void (*qk_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,       \
+                     const real *k, int64_t ldk, real scale, real *s, int64_t lds);       \
+    void (*pv_##suf)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,      \
+                     const real *v, int64_t ldv, real *o, int64_t ldo);                   \
+    real (*rowmax_##suf)(const real *x, int64_t n);                                       \
+    real (*expsum_##suf)(real *x, int64_t n, real shift);
+
+typedef struct {
+    const char *name;
+    int64_t block_q, block_k; /* default tile sizes for this ISA */
+    AC_KERNEL_FIELDS(float, f32)
+    AC_KERNEL_FIELDS(double, f64)
+} ac_kernels;
+
+extern const ac_kernels ac_kernels_scalar;
+
+/* The table in use (never NULL). */
+const ac_kernels *ac_kernels_active(void);
+
+/* Workspace: counted allocations.  ac_ws_alloc returns NULL on overflow or
+ * failure; ac_ws_free takes the size it was given. */
+void *ac_ws_alloc(int64_t count, int64_t elem_size);
+void ac_ws_free(void *p, int64_t count, int64_t elem_size);
+
+/* Shared checks of an ac_attn_args; need_v = 0 for the score table alone. */
+int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const void *v,
+                  const void *out, int need_v);
+
+/* a*b into *r, 0 on overflow or a negative operand. */
+static inline int ac_mul(int64_t a, int64_t b, int64_t *r) {
+    if (a < 0 || b < 0) return 0;
+    return !__builtin_mul_overflow(a, b, r);
+}
+
+/* Softmax of one row in place (softmax.c); returns its log-sum-exp. */
+float ac_softmax_row_f32(const ac_kernels *K, float *y, int64_t n);
+double ac_softmax_row_f64(const ac_kernels *K, double *y, int64_t n);
+
+/* Causal: the rows [0, i1) of an (n, m) problem see at least one key of
+ * [0, end) and none after it (0 <= end <= m). */
+static inline int64_t ac_causal_end(int64_t i1, int64_t n, int64_t m) {
+    int64_t e = i1 + (m - n);
+    return e < 0 ? 0 : (e > m ? m : e);
+}
+
+#define AC_NUM_THREADS(nt) ((nt) > 0 ? (nt) : ac_max_threads())
+
+#endif

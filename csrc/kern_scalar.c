@@ -1,0 +1,72 @@
+/* kern_scalar.c — the portable micro-kernels: plain C, no intrinsics.
+ *
+ * They are the fallback on any CPU and the baseline the SIMD files are
+ * measured and tested against.  Loop order keeps the innermost loop over a
+ * contiguous axis (d for Q·Kᵀ, dv for P·V) so a compiler can vectorise it
+ * with the baseline instruction set.
+ */
+#ifndef AC_TEMPLATE
+#define AC_TEMPLATE "kern_scalar.c"
+#include "internal.h"
+#include "template.h"
+
+const ac_kernels ac_kernels_scalar = {
+    .name = "scalar",
+    .block_q = 64,
+    .block_k = 64,
+    .qk_f32 = qk_scalar_f32, .pv_f32 = pv_scalar_f32,
+    .rowmax_f32 = rowmax_scalar_f32, .expsum_f32 = expsum_scalar_f32,
+    .qk_f64 = qk_scalar_f64, .pv_f64 = pv_scalar_f64,
+    .rowmax_f64 = rowmax_scalar_f64, .expsum_f64 = expsum_scalar_f64,
+};
+
+#else /* typed body */
+
+static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
+                         const real *k, int64_t ldk, real scale, real *s, int64_t lds) {
+    for (int64_t r = 0; r < bq; r++) {
+        const real *qr = q + r * ldq; /* (d) */
+        real *sr = s + r * lds;       /* (bk) */
+        for (int64_t c = 0; c < bk; c++) {
+            const real *kc = k + c * ldk; /* (d) */
+            real acc = 0;
+            for (int64_t t = 0; t < d; t++) acc += qr[t] * kc[t];
+            sr[c] = acc * scale;
+        }
+    }
+}
+
+static void R(pv_scalar)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
+                         const real *v, int64_t ldv, real *o, int64_t ldo) {
+    for (int64_t r = 0; r < bq; r++) {
+        const real *pr = p + r * ldp; /* (bk) */
+        real *orow = o + r * ldo;     /* (dv) */
+        for (int64_t j = 0; j < bk; j++) {
+            real w = pr[j];
+            if (w == 0) continue; /* masked or underflowed: contributes nothing */
+            const real *vj = v + j * ldv; /* (dv) */
+            for (int64_t c = 0; c < dv; c++) orow[c] += w * vj[c];
+        }
+    }
+}
+
+static real R(rowmax_scalar)(const real *x, int64_t n) {
+    real mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        /* NaN wins and stays: a NaN score must poison its row, not vanish. */
+        if (x[i] > mx || x[i] != x[i]) mx = x[i];
+        if (mx != mx) break;
+    }
+    return mx;
+}
+
+static real R(expsum_scalar)(real *x, int64_t n, real shift) {
+    real sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = R_EXP(x[i] - shift);
+        sum += x[i];
+    }
+    return sum;
+}
+
+#endif

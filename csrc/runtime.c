@@ -1,0 +1,134 @@
+/* runtime.c — choosing the micro-kernels, counting workspace, checking args. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- ISA dispatch ------------------------------------------------------ */
+
+/* Every kernel set compiled in, best first.  An entry is usable when the CPU
+ * has what it needs; the scalar set always is. */
+static const ac_kernels *const ac_all_kernels[] = {&ac_kernels_scalar};
+#define AC_N_KERNELS (sizeof ac_all_kernels / sizeof ac_all_kernels[0])
+
+static int cpu_supports(const ac_kernels *k) {
+    if (strcmp(k->name, "scalar") == 0) return 1;
+    return 0;
+}
+
+static _Atomic(const ac_kernels *) active = NULL;
+
+const ac_kernels *ac_kernels_active(void) {
+    const ac_kernels *k = atomic_load(&active);
+    if (k) return k;
+    for (size_t i = 0; i < AC_N_KERNELS; i++) {
+        if (cpu_supports(ac_all_kernels[i])) {
+            k = ac_all_kernels[i];
+            break;
+        }
+    }
+    atomic_store(&active, k);
+    return k;
+}
+
+const char *ac_isa(void) { return ac_kernels_active()->name; }
+
+static const ac_kernels *find_kernels(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < AC_N_KERNELS; i++)
+        if (strcmp(ac_all_kernels[i]->name, name) == 0 && cpu_supports(ac_all_kernels[i]))
+            return ac_all_kernels[i];
+    return NULL;
+}
+
+int ac_isa_supported(const char *name) { return find_kernels(name) != NULL; }
+
+int ac_set_isa(const char *name) {
+    const ac_kernels *k = find_kernels(name);
+    if (!k) return AC_EISA;
+    atomic_store(&active, k);
+    return AC_OK;
+}
+
+void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k) {
+    const ac_kernels *k = ac_kernels_active();
+    /* The tables are tuned for float32; float64 tiles hold half the values
+     * in the same bytes of cache. */
+    int64_t f = dtype_bytes > 4 ? 2 : 1;
+    if (block_q) *block_q = k->block_q;
+    if (block_k) *block_k = k->block_k / f > 8 ? k->block_k / f : 8;
+}
+
+int ac_openmp(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int ac_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ---- workspace accounting ---------------------------------------------- */
+
+static _Atomic int64_t ws_current = 0, ws_peak = 0;
+
+void *ac_ws_alloc(int64_t count, int64_t elem_size) {
+    int64_t bytes;
+    if (!ac_mul(count, elem_size, &bytes) || (uint64_t)bytes > (uint64_t)SIZE_MAX / 2)
+        return NULL;
+    /* 64-byte aligned so the SIMD kernels may use aligned tiles. */
+    size_t size = ((size_t)bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, size ? size : 64);
+    if (!p) return NULL;
+    int64_t now = atomic_fetch_add(&ws_current, bytes) + bytes;
+    int64_t peak = atomic_load(&ws_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&ws_peak, &peak, now)) {
+    }
+    return p;
+}
+
+void ac_ws_free(void *p, int64_t count, int64_t elem_size) {
+    if (!p) return;
+    atomic_fetch_sub(&ws_current, count * elem_size);
+    free(p);
+}
+
+int64_t ac_workspace_peak(void) { return atomic_load(&ws_peak); }
+
+void ac_workspace_reset_peak(void) { atomic_store(&ws_peak, atomic_load(&ws_current)); }
+
+/* ---- argument checks --------------------------------------------------- */
+
+int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const void *v,
+                  const void *out, int need_v) {
+    if (!a) return AC_EINVAL;
+    if (a->batch < 0 || a->heads < 0 || a->kv_heads < 0 || a->n < 0 || a->m < 0 ||
+        a->dk < 0 || (need_v && a->dv < 0))
+        return AC_EINVAL;
+    if (a->heads > 0 && (a->kv_heads == 0 || a->heads % a->kv_heads != 0)) return AC_EINVAL;
+    if (!(a->scale > 0) || !isfinite(a->scale)) return AC_EINVAL;
+    if (a->block_q < 0 || a->block_k < 0) return AC_EINVAL;
+    /* Sizes must be representable: B·H·n·max(m, dv, dk) elements. */
+    int64_t bh, rows, t;
+    if (!ac_mul(a->batch, a->heads, &bh) || !ac_mul(bh, a->n, &rows)) return AC_ENOMEM;
+    if (!ac_mul(rows, a->m, &t) || !ac_mul(rows, a->dk, &t) || !ac_mul(rows, a->dv, &t))
+        return AC_ENOMEM;
+    if (!ac_mul(a->m, a->dk > a->dv ? a->dk : a->dv, &t)) return AC_ENOMEM;
+    /* Data may be NULL only where there is none to read or write. */
+    int64_t nq = rows * a->dk, nkv;
+    if (!ac_mul(bh, a->m, &nkv) || !ac_mul(nkv, a->dk, &t) || !ac_mul(nkv, a->dv, &t))
+        return AC_ENOMEM;
+    if (nq > 0 && !q) return AC_EINVAL;
+    if (nkv * a->dk > 0 && !k) return AC_EINVAL;
+    if (need_v && nkv * a->dv > 0 && !v) return AC_EINVAL;
+    if (rows * (need_v ? a->dv : a->m) > 0 && !out) return AC_EINVAL;
+    return AC_OK;
+}

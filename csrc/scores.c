@@ -1,0 +1,110 @@
+/* scores.c — the score table and materialised ("naive") attention.
+ *
+ * Naive attention does what the formula says, one pass at a time, and keeps
+ * the whole n×m table in memory between passes:
+ *
+ *   pass 1: S = Q·Kᵀ·scale          (n, m)  every cell, masked ones included
+ *   pass 2: S[i, j] = -inf where the causal mask hides key j from query i
+ *   pass 3: A = softmax(S) by rows   (n, m)  in place
+ *   pass 4: O = A·V                  (n, dv)
+ *
+ * Its memory is O(n·m) per head — the n² that the blockwise kernel removes.
+ * Heads run one after another; all threads share the rows of one table, so
+ * the peak is one table however many heads there are.
+ */
+#ifndef AC_TEMPLATE
+#define AC_TEMPLATE "scores.c"
+#include <string.h>
+
+#include "internal.h"
+#include "template.h"
+#else
+
+/* Passes 1 and 2 for one head into s (n, m), rows split among the threads. */
+static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const real *qh,
+                           const real *kh, real *s) {
+    const int64_t n = a->n, m = a->m, bq = K->block_q, bk = K->block_k;
+    const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2];
+    const real scale = (real)a->scale;
+    const int64_t nqb = (n + bq - 1) / bq;
+    #pragma omp for schedule(static)
+    for (int64_t qb = 0; qb < nqb; qb++) {
+        const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
+        for (int64_t j0 = 0; j0 < m; j0 += bk) {
+            const int64_t cols = m - j0 < bk ? m - j0 : bk;
+            K->R(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kh + j0 * ldk, ldk, scale,
+                     s + i0 * m + j0, m);
+        }
+        if (a->causal)
+            for (int64_t i = i0; i < i0 + rows; i++)
+                for (int64_t j = ac_causal_end(i + 1, n, m); j < m; j++)
+                    s[i * m + j] = -INFINITY;
+    }
+}
+
+int R(ac_scores)(const ac_attn_args *a, const real *q, const real *k, real *s) {
+    int rc = ac_check_attn(a, q, k, NULL, s, 0);
+    if (rc != AC_OK) return rc;
+    if (a->n == 0 || a->m == 0) return AC_OK;
+    const ac_kernels *K = ac_kernels_active();
+    const int64_t group = a->heads / (a->kv_heads ? a->kv_heads : 1), nm = a->n * a->m;
+    #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
+    for (int64_t b = 0; b < a->batch; b++)
+        for (int64_t h = 0; h < a->heads; h++)
+            R(score_table)(K, a, q + b * a->q_stride[0] + h * a->q_stride[1],
+                           k + b * a->k_stride[0] + (h / group) * a->k_stride[1],
+                           s + (b * a->heads + h) * nm);
+    return AC_OK;
+}
+
+int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out,
+                real *lse, real *weights) {
+    int rc = ac_check_attn(a, q, k, v, out, 1);
+    if (rc != AC_OK) return rc;
+    const int64_t n = a->n, m = a->m, dv = a->dv, bh = a->batch * a->heads;
+    if (n == 0) return AC_OK;
+    if (m == 0) { /* no keys at all: every row sees nothing */
+        memset(out, 0, (size_t)(bh * n * dv) * sizeof(real));
+        if (lse)
+            for (int64_t i = 0; i < bh * n; i++) lse[i] = -INFINITY;
+        return AC_OK;
+    }
+    const ac_kernels *K = ac_kernels_active();
+    const int64_t group = a->heads / a->kv_heads, nm = n * m, bq = K->block_q;
+    const int64_t nqb = (n + bq - 1) / bq;
+    real *table = NULL;
+    if (!weights) {
+        table = ac_ws_alloc(nm, sizeof(real)); /* (n, m), reused for every head */
+        if (!table) return AC_ENOMEM;
+    }
+    #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
+    for (int64_t b = 0; b < a->batch; b++) {
+        for (int64_t h = 0; h < a->heads; h++) {
+            const int64_t hb = b * a->heads + h;
+            const real *qh = q + b * a->q_stride[0] + h * a->q_stride[1];
+            const real *kh = k + b * a->k_stride[0] + (h / group) * a->k_stride[1];
+            const real *vh = v + b * a->v_stride[0] + (h / group) * a->v_stride[1];
+            real *s = weights ? weights + hb * nm : table; /* (n, m) */
+            real *oh = out + hb * n * dv;                  /* (n, dv) */
+            /* passes 1-2: the masked score table */
+            R(score_table)(K, a, qh, kh, s);
+            /* pass 3: row softmax in place (omp for ends with a barrier) */
+            #pragma omp for schedule(static)
+            for (int64_t i = 0; i < n; i++) {
+                real l = R(ac_softmax_row)(K, s + i * m, m);
+                if (lse) lse[hb * n + i] = l;
+            }
+            /* pass 4: O = A·V */
+            #pragma omp for schedule(static)
+            for (int64_t qb = 0; qb < nqb; qb++) {
+                const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
+                memset(oh + i0 * dv, 0, (size_t)(rows * dv) * sizeof(real));
+                K->R(pv)(rows, m, dv, s + i0 * m, m, vh, a->v_stride[2], oh + i0 * dv, dv);
+            }
+        }
+    }
+    ac_ws_free(table, nm, sizeof(real));
+    return AC_OK;
+}
+
+#endif

@@ -1,0 +1,63 @@
+"""Build of attncore's one extension: csrc/*.c and attncore/_core.pyx.
+
+Environment switches:
+  ATTNCORE_OPENMP=0      build without OpenMP (single-threaded core)
+  ATTNCORE_NATIVE=1      add -march=native (off by default: the wheel must run anywhere)
+  ATTNCORE_DEBUG=1       -O0 -g and Cython bounds checks back on
+"""
+
+import os
+import sys
+from glob import glob
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+
+def flag(name, default):
+    return os.environ.get(name, default).strip().lower() not in ("0", "", "no", "off", "false")
+
+
+debug = flag("ATTNCORE_DEBUG", "0")
+cflags = ["-std=c11", "-O0" if debug else "-O3", "-fno-math-errno"]
+if debug:
+    cflags.append("-g")
+ldflags = []
+if flag("ATTNCORE_NATIVE", "0"):
+    cflags.append("-march=native")
+if flag("ATTNCORE_OPENMP", "1"):
+    if sys.platform == "darwin":
+        omp = (["-Xpreprocessor", "-fopenmp"], ["-lomp"])
+    elif sys.platform == "win32":
+        omp = (["/openmp"], [])
+    else:
+        omp = (["-fopenmp"], ["-fopenmp"])
+    cflags += omp[0]
+    ldflags += omp[1]
+print(f"attncore build: cflags={' '.join(cflags)} ldflags={' '.join(ldflags)}")
+
+ext = Extension(
+    "attncore._core",
+    sources=["attncore/_core.pyx", *sorted(glob("csrc/*.c"))],
+    include_dirs=["csrc", np.get_include()],
+    define_macros=[
+        ("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION"),
+        ("ATTNCORE_CFLAGS", '"' + " ".join(cflags) + '"'),
+    ],
+    extra_compile_args=cflags,
+    extra_link_args=ldflags,
+)
+
+setup(
+    ext_modules=cythonize(
+        [ext],
+        language_level=3,
+        compiler_directives={
+            "boundscheck": debug,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": debug,
+        },
+    )
+)
