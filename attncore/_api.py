@@ -134,8 +134,8 @@ def attention(
     -----
     Cost: 4·B·H·n·m·d FLOPs (about half with ``causal`` and n == m); reads
     the K/V bytes once per query block.  NaN in an input reaches exactly the
-    rows that see it; a key whose weight is exactly 0 contributes nothing,
-    even where its value is inf or NaN.
+    rows that see it: a masked key never affects a row, even where its value
+    is inf or NaN.
     """
     method = V.method_name(method)
     p = V.problem(q, k, v, scale=scale)

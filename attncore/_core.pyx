@@ -26,14 +26,23 @@ cdef int _raise(int rc) except -1:
     raise ValueError(f"attncore: the C core rejected its arguments (status {rc})")
 
 
-cdef void _strides3(int64_t *dst, Py_ssize_t *strides, Py_ssize_t itemsize) noexcept:
+cdef int _strides3(int64_t *dst, Py_ssize_t *shape, Py_ssize_t *strides,
+                   Py_ssize_t itemsize) except -1:
+    # Inputs arrive as general strided views (a `::1` spec would make Cython
+    # demand the whole array be C-contiguous); the core needs only the last
+    # axis contiguous and whole-element strides, which _validate guarantees.
+    if shape[3] > 1 and strides[3] != itemsize:
+        raise ValueError("attncore: the last axis of an input must be contiguous")
     for i in range(3):
+        if strides[i] % itemsize:
+            raise ValueError("attncore: input strides must be whole elements")
         dst[i] = strides[i] // itemsize
+    return 0
 
 
-cdef ac_attn_args _args(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k,
+cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
                         Py_ssize_t dv, double scale, bint causal, int64_t block_q,
-                        int64_t block_k, int nthreads) noexcept:
+                        int64_t block_k, int nthreads) except *:
     cdef ac_attn_args a
     a.batch = q.shape[0]
     a.heads = q.shape[1]
@@ -42,8 +51,8 @@ cdef ac_attn_args _args(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k,
     a.m = k.shape[2]
     a.dk = q.shape[3]
     a.dv = dv
-    _strides3(a.q_stride, q.strides, sizeof(real))
-    _strides3(a.k_stride, k.strides, sizeof(real))
+    _strides3(a.q_stride, q.shape, q.strides, sizeof(real))
+    _strides3(a.k_stride, k.shape, k.strides, sizeof(real))
     a.v_stride[0] = a.v_stride[1] = a.v_stride[2] = 0
     a.scale = scale
     a.causal = causal
@@ -54,11 +63,11 @@ cdef ac_attn_args _args(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k,
 
 
 @cython.boundscheck(False)
-def flash(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, const real[:, :, :, ::1] v,
+def flash(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, bint causal,
           int64_t block_q, int64_t block_k, int nthreads):
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, causal, block_q, block_k, nthreads)
-    _strides3(a.v_stride, v.strides, sizeof(real))
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
     cdef int rc
     with nogil:
         if real is float:
@@ -72,12 +81,12 @@ def flash(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, const real[:, 
 
 
 @cython.boundscheck(False)
-def naive(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, const real[:, :, :, ::1] v,
+def naive(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, real[:, :, :, ::1] weights,
           double scale, bint causal, int nthreads):
     """weights=None: the n×m table lives in the core's own workspace."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, causal, 0, 0, nthreads)
-    _strides3(a.v_stride, v.strides, sizeof(real))
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
     cdef real *w = NULL
     if weights is not None:
         w = &weights[0, 0, 0, 0]
@@ -94,7 +103,7 @@ def naive(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, const real[:, 
 
 
 @cython.boundscheck(False)
-def scores(const real[:, :, :, ::1] q, const real[:, :, :, ::1] k, real[:, :, :, ::1] s,
+def scores(const real[:, :, :, :] q, const real[:, :, :, :] k, real[:, :, :, ::1] s,
            double scale, bint causal, int nthreads):
     cdef ac_attn_args a = _args(q, k, 0, scale, causal, 0, 0, nthreads)
     cdef int rc

@@ -159,7 +159,9 @@ def problem(q, k, v=None, *, scale=None) -> Problem:
             raise ValueError(f"problem too large: {count} elements do not fit in 64 bits")
 
     def four_d(a, h, rows, cols):
-        return fast_layout(a).reshape(B, h, rows, cols)
+        # reshape is a view when it can be; the second look only copies when
+        # it gave a size-1 last axis an odd stride
+        return fast_layout(fast_layout(a).reshape(B, h, rows, cols))
 
     return Problem(
         q=four_d(qa, H, n, dk),

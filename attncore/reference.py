@@ -25,9 +25,7 @@ def _scores4(p: V.Problem, causal: bool) -> np.ndarray:
     with np.errstate(**_quiet):
         s = np.matmul(p.q, np.swapaxes(k, -1, -2)) * p.dtype.type(p.scale)
     if causal:
-        i = np.arange(n)[:, None]
-        j = np.arange(m)[None, :]
-        s = np.where(j <= i + (m - n), s, -np.inf).astype(p.dtype)
+        s = np.where(_visible(n, m, True), s, -np.inf).astype(p.dtype)
     return s
 
 
@@ -43,14 +41,23 @@ def _softmax_last(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w.astype(x.dtype), lse.astype(x.dtype)
 
 
-def _weighted_sum(w: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """w @ v, except that a weight of exactly 0 contributes nothing even where
-    v is inf or NaN (0·inf would be NaN): a key a row cannot see never reaches it."""
+def _visible(n: int, m: int, causal: bool) -> np.ndarray:
+    """(n, m): may query i see key j?  Causal is bottom-right aligned."""
+    if not causal:
+        return np.ones((n, m), bool)
+    return np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n)
+
+
+def _weighted_sum(w: np.ndarray, v: np.ndarray, visible: np.ndarray) -> np.ndarray:
+    """w @ v over the keys each row may see.  A masked key has weight 0, and
+    0·v = 0 unless v is inf or NaN: only then are masked terms left out
+    explicitly, so that a key a row cannot see never reaches it.  A visible
+    key's inf or NaN does reach the row, whatever its weight."""
     if np.isfinite(v).all():
         return np.matmul(w, v)
     with np.errstate(**_quiet):
         terms = w[..., :, :, None] * v[..., None, :, :]  # (B, H, n, m, dv)
-        return np.where(w[..., None] != 0, terms, 0).sum(axis=-2).astype(w.dtype)
+        return np.where(visible[..., None], terms, 0).sum(axis=-2).astype(w.dtype)
 
 
 def scores(q, k, *, scale=None, causal=False) -> np.ndarray:
@@ -97,7 +104,7 @@ def attention(
     B, H, Hkv, n, m, dk, dv = p.shape
     w, lse = _softmax_last(_scores4(p, bool(causal)))
     v4 = np.repeat(p.v, H // Hkv, axis=1) if Hkv else p.v
-    out = _weighted_sum(w, v4)
+    out = _weighted_sum(w, v4, _visible(n, m, bool(causal)))
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))

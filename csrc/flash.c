@@ -69,7 +69,8 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t b
                 for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
         }
         /* pass 3: accumulate P·V */
-        K->R(pv)(rows, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv);
+        R(ac_pv_causal)(K, rows, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv,
+                        a->causal ? i0 + 1 + (m - n) - j0 : cols);
     }
     /* normalise once; a row that saw nothing stays 0 with lse = -inf */
     for (int64_t r = 0; r < rows; r++) {

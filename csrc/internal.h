@@ -22,8 +22,8 @@
  *
  * qk:     s[r*lds + c] = scale * <q_r, k_c>                  S tile (bq, bk)
  * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv)
- *         A term whose weight p is exactly 0 contributes nothing, even when
- *         v holds inf or NaN: a key a row cannot see never reaches its output.
+ *         plain IEEE arithmetic (0 · NaN is NaN); ac_pv_causal keeps masked
+ *         keys out where that matters.
  * rowmax: the NaN-propagating max of x[0..n), -inf for n == 0.
  * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
  */
@@ -65,6 +65,17 @@ static inline int ac_mul(int64_t a, int64_t b, int64_t *r) {
 /* Softmax of one row in place (softmax.c); returns its log-sum-exp. */
 float ac_softmax_row_f32(const ac_kernels *K, float *y, int64_t n);
 double ac_softmax_row_f64(const ac_kernels *K, double *y, int64_t n);
+
+/* O += P·V over a tile whose row r sees only its first clamp(e0 + r, 0, cols)
+ * keys (e0 >= cols: no mask in the tile).  For a causal tile of rows from i0
+ * and keys from j0, e0 = i0 + 1 + (m - n) - j0, unclamped.  Masked keys never reach a row,
+ * even when their values are inf or NaN (tiles.c). */
+void ac_pv_causal_f32(const ac_kernels *K, int64_t rows, int64_t cols, int64_t dv,
+                      const float *p, int64_t ldp, const float *v, int64_t ldv, float *o,
+                      int64_t ldo, int64_t e0);
+void ac_pv_causal_f64(const ac_kernels *K, int64_t rows, int64_t cols, int64_t dv,
+                      const double *p, int64_t ldp, const double *v, int64_t ldv, double *o,
+                      int64_t ldo, int64_t e0);
 
 /* Causal: the rows [0, i1) of an (n, m) problem see at least one key of
  * [0, end) and none after it (0 <= end <= m). */

@@ -42,8 +42,7 @@ static void R(pv_scalar)(int64_t bq, int64_t bk, int64_t dv, const real *p, int6
         const real *pr = p + r * ldp; /* (bk) */
         real *orow = o + r * ldo;     /* (dv) */
         for (int64_t j = 0; j < bk; j++) {
-            real w = pr[j];
-            if (w == 0) continue; /* masked or underflowed: contributes nothing */
+            const real w = pr[j];
             const real *vj = v + j * ldv; /* (dv) */
             for (int64_t c = 0; c < dv; c++) orow[c] += w * vj[c];
         }

@@ -62,7 +62,7 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
     int rc = ac_check_attn(a, q, k, v, out, 1);
     if (rc != AC_OK) return rc;
     const int64_t n = a->n, m = a->m, dv = a->dv, bh = a->batch * a->heads;
-    if (n == 0) return AC_OK;
+    if (n == 0 || bh == 0) return AC_OK;
     if (m == 0) { /* no keys at all: every row sees nothing */
         memset(out, 0, (size_t)(bh * n * dv) * sizeof(real));
         if (lse)
@@ -99,7 +99,8 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
             for (int64_t qb = 0; qb < nqb; qb++) {
                 const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
                 memset(oh + i0 * dv, 0, (size_t)(rows * dv) * sizeof(real));
-                K->R(pv)(rows, m, dv, s + i0 * m, m, vh, a->v_stride[2], oh + i0 * dv, dv);
+                R(ac_pv_causal)(K, rows, m, dv, s + i0 * m, m, vh, a->v_stride[2], oh + i0 * dv,
+                                dv, a->causal ? i0 + 1 + (m - n) : m);
             }
         }
     }

@@ -12,10 +12,11 @@ from attncore import _isa
 # The tests must exercise the installed, compiled package, never a source tree.
 assert hasattr(attncore, "_core"), "attncore's compiled core is not importable"
 
-settings.register_profile(
-    "default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile("long", deadline=None, max_examples=1000)
+# The `isa` fixture is meant to hold for every example of a test, so sharing
+# a function-scoped fixture across examples is what we want here.
+_quiet = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+settings.register_profile("default", deadline=None, max_examples=60, suppress_health_check=_quiet)
+settings.register_profile("long", deadline=None, max_examples=1000, suppress_health_check=_quiet)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

@@ -48,8 +48,8 @@ def reference(q, k, v, **kw):
     return attncore.reference.attention(up(q), up(k), up(v), **kw)
 
 
-def assert_close(got, want, atol):
+def assert_close(got, want, atol, rtol=0.0):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, (got.shape, want.shape)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="NaN positions differ")
-    np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=atol)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=atol)

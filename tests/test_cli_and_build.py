@@ -1,0 +1,76 @@
+"""The attncore command, info(), and what the build promised."""
+
+import subprocess
+import sys
+
+import numpy as np
+
+import attncore
+from attncore import cli
+
+
+def test_info_reports_the_build():
+    info = attncore.info()
+    assert info["version"] == attncore.__version__
+    assert info["isa"] in info["isa_available"] and "scalar" in info["isa_available"]
+    assert isinstance(info["openmp"], bool) and info["threads"] == attncore.get_num_threads()
+    flags = info["cflags"].split()
+    assert "-O3" in flags or "-O0" in flags
+    assert not {"-ffast-math", "-Ofast"} & set(flags)
+    assert info["default_blocks"]["float32"][0] >= 1
+
+
+def test_cli_info(capsys):
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "isa" in out and attncore.__version__ in out
+
+
+def test_cli_check_prints_error_time_and_memory(capsys):
+    assert cli.main(["--threads", "1", "check", "--sizes", "16", "130", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    for word in ("naive", "flash", "peak memory", "130"):
+        assert word in out
+    assert attncore.get_num_threads() == 1
+    attncore.set_num_threads(2)
+
+
+def test_cli_check_fails_on_a_wrong_kernel(monkeypatch, capsys):
+    real = attncore.attention
+    monkeypatch.setattr(attncore, "attention", lambda *a, **kw: real(*a, **kw) + 1e-3)
+    assert cli.main(["check", "--sizes", "8", "--repeat", "1"]) == 1
+    assert "FAILED" in capsys.readouterr().err
+
+
+# Subprocesses run outside the source tree, which has no compiled core.
+
+
+def test_console_script_runs(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "attncore.cli", "info"], capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert r.returncode == 0 and "openmp" in r.stdout
+
+
+def test_import_stays_light(tmp_path):
+    # importing attncore must not pull in the CLI's table library or plotting
+    code = "import sys, attncore; print(sorted(m for m in ('rich', 'matplotlib') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       cwd=tmp_path)
+    assert r.stdout.strip() == "[]"
+
+
+def test_workspace_peak_grows_as_n_squared_for_naive_only():
+    from attncore._measure import measure
+
+    peaks = {}
+    for n in (256, 512):
+        q = np.zeros((n, 16), np.float32)
+        for method in ("naive", "flash"):
+            peaks[method, n] = measure(attncore.attention, q, q, q, method=method,
+                                       repeat=1).peak_bytes
+    # naive holds the n×n float32 table: 4·n² bytes at least
+    assert peaks["naive", 512] >= 4 * 512 * 512
+    assert peaks["naive", 512] / peaks["naive", 256] > 3.5
+    # flash holds the output, lse and per-thread tiles: linear in n
+    assert peaks["flash", 512] / peaks["flash", 256] < 2.2
+    assert peaks["flash", 512] < 4 * 512 * 512 / 4
