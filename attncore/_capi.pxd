@@ -36,6 +36,9 @@ cdef extern from "attncore.h" nogil:
     int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                        int num_threads)
 
+    int ac_exp_f32(int64_t count, const float *x, float *y)
+    int ac_exp_f64(int64_t count, const double *x, double *y)
+
     const char *ac_isa()
     int ac_set_isa(const char *name)
     int ac_isa_supported(const char *name)

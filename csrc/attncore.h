@@ -74,6 +74,11 @@ int ac_softmax_f32(int64_t rows, int64_t cols, const float *x, float *y, float *
 int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                    int num_threads);
 
+/* y = exp(x) elementwise, by the exp inside the active micro-kernels (the one
+ * the softmax uses); exposed so that it can be tested against libm. */
+int ac_exp_f32(int64_t count, const float *x, float *y);
+int ac_exp_f64(int64_t count, const double *x, double *y);
+
 /* Runtime: the micro-kernel set in use, chosen at first use by CPU feature
  * detection ("scalar", "avx2", "avx512"); ac_set_isa forces one. */
 const char *ac_isa(void);

@@ -17,7 +17,8 @@
  *
  * Causal: blocks wholly above the diagonal are never visited (the loop stops
  * at the last key any row of the block can see); only blocks crossing the
- * diagonal are masked.  Memory: one (bq, bk) tile and 2·bq numbers per thread.
+ * diagonal are masked.  Memory per thread: one (bq, bk) tile, 3·bq numbers,
+ * and the micro-kernel's packed (d, bk) copy of Kᵀ.
  */
 #ifndef AC_TEMPLATE
 #define AC_TEMPLATE "flash.c"
@@ -31,7 +32,8 @@
  * per-row state, o the (rows, dv) rows of the output. */
 static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t bk,
                            const real *qb, const real *kh, const real *vh, int64_t i0,
-                           int64_t rows, real *s, real *mi, real *li, real *o, real *lse) {
+                           int64_t rows, real *s, real *mi, real *li, real *bmax, real *work,
+                           real *o, real *lse) {
     const int64_t n = a->n, m = a->m, dv = a->dv;
     const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2], ldv = a->v_stride[2];
     const real scale = (real)a->scale;
@@ -46,18 +48,21 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t b
     }
     for (int64_t j0 = 0; j0 < kv_end; j0 += bk) {
         const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk;
-        /* pass 1: the score tile */
-        K->R(qk)(rows, cols, a->dk, qb, ldq, kh + j0 * ldk, ldk, scale, s, bk);
-        if (j0 + cols > unmasked_end) /* a diagonal block: mask its upper part */
+        const int diagonal = j0 + cols > unmasked_end;
+        /* pass 1: the score tile, its row maxima fused into the store */
+        for (int64_t r = 0; r < rows; r++) bmax[r] = -INFINITY;
+        K->R(qk)(rows, cols, a->dk, qb, ldq, kh + j0 * ldk, ldk, scale, s, bk,
+                 diagonal ? NULL : bmax, work);
+        if (diagonal) /* mask the upper part, then take the maxima of what is left */
             for (int64_t r = 0; r < rows; r++) {
                 int64_t c = ac_causal_end(i0 + r + 1, n, m) - j0;
                 for (c = c < 0 ? 0 : c; c < cols; c++) s[r * bk + c] = -INFINITY;
+                bmax[r] = K->R(rowmax)(s + r * bk, cols);
             }
         /* pass 2: online softmax update, row by row */
         for (int64_t r = 0; r < rows; r++) {
             real *sr = s + r * bk; /* (cols) */
-            real bmax = K->R(rowmax)(sr, cols);
-            real mnew = (bmax > mi[r] || bmax != bmax) ? bmax : mi[r];
+            real mnew = (bmax[r] > mi[r] || bmax[r] != bmax[r]) ? bmax[r] : mi[r];
             if (mnew == -INFINITY) { /* nothing visible yet in this row */
                 memset(sr, 0, (size_t)cols * sizeof(real));
                 continue;
@@ -97,12 +102,14 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
     if (bq > n) bq = n;
     if (bk > m) bk = m > 0 ? m : 1;
     const int64_t group = H / a->kv_heads, nqb = (n + bq - 1) / bq;
-    const int64_t ntasks = a->batch * H * nqb, scratch = bq * bk + 2 * bq;
+    const int64_t ntasks = a->batch * H * nqb;
+    const int64_t kwork = ac_qk_work(K, bk, a->dk), scratch = bq * bk + 3 * bq + kwork;
     int failed = 0;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        real *s = ac_ws_alloc(scratch, sizeof(real)); /* (bq, bk) tile, then m_i, l_i */
+        /* (bq, bk) tile, then m_i, l_i, the block maxima, and qk's work */
+        real *s = ac_ws_alloc(scratch, sizeof(real));
         if (!s) {
             #pragma omp atomic write
             failed = 1;
@@ -119,7 +126,8 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
             R(flash_block)(K, a, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
                            k + b * a->k_stride[0] + hk * a->k_stride[1],
                            v + b * a->v_stride[0] + hk * a->v_stride[1], i0, rows, s,
-                           s + bq * bk, s + bq * bk + bq, out + (hb * n + i0) * dv,
+                           s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq,
+                           s + bq * bk + 3 * bq, out + (hb * n + i0) * dv,
                            lse ? lse + hb * n + i0 : NULL);
         }
         ac_ws_free(s, scratch, sizeof(real));

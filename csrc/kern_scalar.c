@@ -14,6 +14,7 @@ const ac_kernels ac_kernels_scalar = {
     .name = "scalar",
     .block_q = 64,
     .block_k = 64,
+    .kt_pad = 1,
     .qk_f32 = qk_scalar_f32, .pv_f32 = pv_scalar_f32,
     .rowmax_f32 = rowmax_scalar_f32, .expsum_f32 = expsum_scalar_f32,
     .qk_f64 = qk_scalar_f64, .pv_f64 = pv_scalar_f64,
@@ -22,8 +23,12 @@ const ac_kernels ac_kernels_scalar = {
 
 #else /* typed body */
 
+static real R(rowmax_scalar)(const real *x, int64_t n);
+
 static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                         const real *k, int64_t ldk, real scale, real *s, int64_t lds) {
+                         const real *k, int64_t ldk, real scale, real *s, int64_t lds,
+                         real *rmax, real *work) {
+    (void)work;
     for (int64_t r = 0; r < bq; r++) {
         const real *qr = q + r * ldq; /* (d) */
         real *sr = s + r * lds;       /* (bk) */
@@ -32,6 +37,10 @@ static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64
             real acc = 0;
             for (int64_t t = 0; t < d; t++) acc += qr[t] * kc[t];
             sr[c] = acc * scale;
+        }
+        if (rmax) {
+            real mx = R(rowmax_scalar)(sr, bk);
+            if (mx > rmax[r] || mx != mx) rmax[r] = mx;
         }
     }
 }

@@ -9,11 +9,21 @@
 
 /* Every kernel set compiled in, best first.  An entry is usable when the CPU
  * has what it needs; the scalar set always is. */
-static const ac_kernels *const ac_all_kernels[] = {&ac_kernels_scalar};
+static const ac_kernels *const ac_all_kernels[] = {&ac_kernels_avx512, &ac_kernels_avx2,
+                                                   &ac_kernels_scalar};
 #define AC_N_KERNELS (sizeof ac_all_kernels / sizeof ac_all_kernels[0])
 
 static int cpu_supports(const ac_kernels *k) {
     if (strcmp(k->name, "scalar") == 0) return 1;
+    if (!k->qk_f32) return 0; /* not compiled for this target */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    if (strcmp(k->name, "avx2") == 0)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (strcmp(k->name, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
     return 0;
 }
 

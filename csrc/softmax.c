@@ -28,6 +28,14 @@ real R(ac_softmax_row)(const ac_kernels *K, real *y, int64_t n) {
     return mx + R_LOG(l);
 }
 
+int R(ac_exp)(int64_t count, const real *x, real *y) {
+    if (count < 0 || (count > 0 && (!x || !y))) return AC_EINVAL;
+    if (y != x) memcpy(y, x, (size_t)count * sizeof(real));
+    const ac_kernels *K = ac_kernels_active();
+    K->R(expsum)(y, count, 0);
+    return AC_OK;
+}
+
 int R(ac_softmax)(int64_t rows, int64_t cols, const real *x, real *y, real *lse,
                   int num_threads) {
     int64_t total;

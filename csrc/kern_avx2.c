@@ -1,0 +1,175 @@
+/* kern_avx2.c — the micro-kernels for AVX2 + FMA: 8 floats or 4 doubles a
+ * vector, 16 vector registers.
+ *
+ * Compiled for AVX2/FMA by the target pragma, called only after runtime.c
+ * has seen the CPU support both.  Register tiles: Q·Kᵀ 6 rows × 2 vectors
+ * and P·V 6 rows × 2 vectors (12 accumulators + 2 loads + 1 broadcast).
+ * AVX2 has no scalef, so exp builds 2^n from exponent bits, in two halves so
+ * that n = 128 (x near ln FLT_MAX) does not overflow early.
+ */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+
+#include "internal.h"
+
+#define QK_R 6
+#define QK_C 2
+#define PV_R 6
+#define PV_C 2
+
+static inline float hsum_f32(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline float hmax_f32(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline double hsum_f64(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+static inline double hmax_f64(__m256d v) {
+    __m128d s = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* 2^n for integral n in [-126, 127] (float) / [-1022, 1023] (double), from bits */
+static inline __m256 pow2_f32(__m256 n) {
+    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+}
+static inline __m256d pow2_f64(__m256d n) {
+    __m256i e = _mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n));
+    e = _mm256_add_epi64(e, _mm256_set1_epi64x(1023));
+    return _mm256_castsi256_pd(_mm256_slli_epi64(e, 52));
+}
+
+/* p·2^n, then the lanes out of range: x > hi -> inf, x < lo -> 0, NaN -> NaN */
+#define AC_EXP_FINISH(suf, VT_, ps, lo, hi)                                                   \
+    static inline VT_ exp_finish_##suf(VT_ p, VT_ n, VT_ x) {                                 \
+        VT_ n1 = _mm256_floor_##ps(_mm256_mul_##ps(n, _mm256_set1_##ps(0.5)));                \
+        VT_ y = _mm256_mul_##ps(_mm256_mul_##ps(p, pow2_##suf(n1)),                          \
+                                pow2_##suf(_mm256_sub_##ps(n, n1)));                          \
+        y = _mm256_blendv_##ps(y, _mm256_set1_##ps(INFINITY),                                 \
+                               _mm256_cmp_##ps(x, _mm256_set1_##ps(hi), _CMP_GT_OQ));         \
+        y = _mm256_blendv_##ps(y, _mm256_setzero_##ps(),                                      \
+                               _mm256_cmp_##ps(x, _mm256_set1_##ps(lo), _CMP_LT_OQ));         \
+        return _mm256_blendv_##ps(y, x, _mm256_cmp_##ps(x, x, _CMP_UNORD_Q));                 \
+    }
+AC_EXP_FINISH(f32, __m256, ps, -87.33654f, 88.72283f)
+AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
+
+/* ---- float32 ---- */
+#define real float
+#define R(x) x##_avx2_f32
+#define VT __m256
+#define VL 8
+#define V_LOADU _mm256_loadu_ps
+#define V_STOREU _mm256_storeu_ps
+#define V_SET1 _mm256_set1_ps
+#define V_ZERO _mm256_setzero_ps
+#define V_FMA _mm256_fmadd_ps
+#define V_MUL _mm256_mul_ps
+#define V_ADD _mm256_add_ps
+#define V_SUB _mm256_sub_ps
+#define V_MAX _mm256_max_ps
+#define V_MIN _mm256_min_ps
+#define V_HMAX hmax_f32
+#define V_HSUM hsum_f32
+#define VN_T __m256
+#define VN_INIT _mm256_setzero_ps()
+#define VN_ACC(acc, v) _mm256_or_ps((acc), _mm256_cmp_ps((v), (v), _CMP_UNORD_Q))
+#define VN_ANY(acc) (_mm256_movemask_ps(acc) != 0)
+#define V_ROUND(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_EXP_CLAMP(x) V_MIN(V_MAX((x), V_SET1(EXP_LO)), V_SET1(EXP_HI))
+#define V_EXP_FINISH exp_finish_f32
+#define EXP_LO -87.33654f
+#define EXP_HI 88.72283f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define LOG2E 1.44269504088896341f
+#define EXP_DEG 7
+#include "kern_simd.h"
+#undef real
+#undef R
+#undef VT
+#undef VL
+#undef V_LOADU
+#undef V_STOREU
+#undef V_SET1
+#undef V_ZERO
+#undef V_FMA
+#undef V_MUL
+#undef V_ADD
+#undef V_SUB
+#undef V_MAX
+#undef V_MIN
+#undef V_HMAX
+#undef V_HSUM
+#undef VN_T
+#undef VN_INIT
+#undef VN_ACC
+#undef VN_ANY
+#undef V_ROUND
+#undef V_EXP_FINISH
+#undef EXP_LO
+#undef EXP_HI
+#undef LN2_HI
+#undef LN2_LO
+#undef LOG2E
+#undef EXP_DEG
+
+/* ---- float64 ---- */
+#define real double
+#define R(x) x##_avx2_f64
+#define VT __m256d
+#define VL 4
+#define V_LOADU _mm256_loadu_pd
+#define V_STOREU _mm256_storeu_pd
+#define V_SET1 _mm256_set1_pd
+#define V_ZERO _mm256_setzero_pd
+#define V_FMA _mm256_fmadd_pd
+#define V_MUL _mm256_mul_pd
+#define V_ADD _mm256_add_pd
+#define V_SUB _mm256_sub_pd
+#define V_MAX _mm256_max_pd
+#define V_MIN _mm256_min_pd
+#define V_HMAX hmax_f64
+#define V_HSUM hsum_f64
+#define VN_T __m256d
+#define VN_INIT _mm256_setzero_pd()
+#define VN_ACC(acc, v) _mm256_or_pd((acc), _mm256_cmp_pd((v), (v), _CMP_UNORD_Q))
+#define VN_ANY(acc) (_mm256_movemask_pd(acc) != 0)
+#define V_ROUND(x) _mm256_round_pd((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_EXP_FINISH exp_finish_f64
+#define EXP_LO -708.3964185322641
+#define EXP_HI 709.782712893384
+#define LN2_HI 6.93147180369123816490e-01
+#define LN2_LO 1.90821492927058770002e-10
+#define LOG2E 1.44269504088896338700e+00
+#define EXP_DEG 13
+#include "kern_simd.h"
+
+const ac_kernels ac_kernels_avx2 = {
+    .name = "avx2",
+    .block_q = 64,
+    .block_k = 64,
+    .kt_pad = QK_C * 8,
+    .qk_f32 = qk_avx2_f32, .pv_f32 = pv_avx2_f32,
+    .rowmax_f32 = rowmax_avx2_f32, .expsum_f32 = expsum_avx2_f32,
+    .qk_f64 = qk_avx2_f64, .pv_f64 = pv_avx2_f64,
+    .rowmax_f64 = rowmax_avx2_f64, .expsum_f64 = expsum_avx2_f64,
+};
+#pragma GCC pop_options
+
+#else
+#include "internal.h"
+const ac_kernels ac_kernels_avx2 = {.name = "avx2"};
+#endif

@@ -1,0 +1,135 @@
+/* kern_avx512.c — the micro-kernels for AVX-512 (F, DQ): 16 floats or 8
+ * doubles a vector, 32 vector registers.
+ *
+ * Every function in this file is compiled for AVX-512 by the target pragma
+ * and is only ever called after runtime.c has seen the CPU support it.
+ * Register tiles: Q·Kᵀ 8 rows × 2 vectors (16 accumulators + 2 K vectors +
+ * 1 broadcast), P·V 6 rows × 4 vectors (24 accumulators + 4 V vectors + 1).
+ */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx2,fma")
+#include <immintrin.h>
+
+#include "internal.h"
+
+#define QK_R 8
+#define QK_C 2
+#define PV_R 6
+#define PV_C 4
+#define VN_T __mmask16
+#define VN_INIT ((__mmask16)0)
+#define VN_ANY(acc) ((acc) != 0)
+
+/* ---- float32 ---- */
+#define real float
+#define R(x) x##_avx512_f32
+#define VT __m512
+#define VL 16
+#define V_LOADU _mm512_loadu_ps
+#define V_STOREU _mm512_storeu_ps
+#define V_SET1 _mm512_set1_ps
+#define V_ZERO _mm512_setzero_ps
+#define V_FMA _mm512_fmadd_ps
+#define V_MUL _mm512_mul_ps
+#define V_ADD _mm512_add_ps
+#define V_SUB _mm512_sub_ps
+#define V_MAX _mm512_max_ps
+#define V_MIN _mm512_min_ps
+#define V_HMAX _mm512_reduce_max_ps
+#define V_HSUM _mm512_reduce_add_ps
+#define VN_ACC(acc, v) ((acc) | _mm512_cmp_ps_mask((v), (v), _CMP_UNORD_Q))
+#define V_ROUND(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_EXP_CLAMP(x) (x)
+/* scalef is p·2^n with the exponent handled in hardware: no bit tricks, no
+ * overflow at n = 128; the two masks then set the out-of-range lanes. */
+#define V_EXP_FINISH(p, n, x)                                                                 \
+    _mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), V_SET1(EXP_LO), _CMP_LT_OQ),                 \
+                         _mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), V_SET1(EXP_HI), _CMP_GT_OQ), \
+                                              _mm512_scalef_ps((p), (n)), V_SET1(INFINITY)),   \
+                         V_ZERO())
+#define EXP_LO -87.33654f /* ln(FLT_MIN) */
+#define EXP_HI 88.72283f  /* ln(FLT_MAX) */
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define LOG2E 1.44269504088896341f
+#define EXP_DEG 7
+#include "kern_simd.h"
+#undef real
+#undef R
+#undef VT
+#undef VL
+#undef V_LOADU
+#undef V_STOREU
+#undef V_SET1
+#undef V_ZERO
+#undef V_FMA
+#undef V_MUL
+#undef V_ADD
+#undef V_SUB
+#undef V_MAX
+#undef V_MIN
+#undef V_HMAX
+#undef V_HSUM
+#undef VN_ACC
+#undef V_ROUND
+#undef V_EXP_FINISH
+#undef EXP_LO
+#undef EXP_HI
+#undef LN2_HI
+#undef LN2_LO
+#undef LOG2E
+#undef EXP_DEG
+#undef VN_T
+#undef VN_INIT
+
+/* ---- float64 ---- */
+#define VN_T __mmask8
+#define VN_INIT ((__mmask8)0)
+#define real double
+#define R(x) x##_avx512_f64
+#define VT __m512d
+#define VL 8
+#define V_LOADU _mm512_loadu_pd
+#define V_STOREU _mm512_storeu_pd
+#define V_SET1 _mm512_set1_pd
+#define V_ZERO _mm512_setzero_pd
+#define V_FMA _mm512_fmadd_pd
+#define V_MUL _mm512_mul_pd
+#define V_ADD _mm512_add_pd
+#define V_SUB _mm512_sub_pd
+#define V_MAX _mm512_max_pd
+#define V_MIN _mm512_min_pd
+#define V_HMAX _mm512_reduce_max_pd
+#define V_HSUM _mm512_reduce_add_pd
+#define VN_ACC(acc, v) ((acc) | _mm512_cmp_pd_mask((v), (v), _CMP_UNORD_Q))
+#define V_ROUND(x) _mm512_roundscale_pd((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_EXP_FINISH(p, n, x)                                                                 \
+    _mm512_mask_blend_pd(_mm512_cmp_pd_mask((x), V_SET1(EXP_LO), _CMP_LT_OQ),                 \
+                         _mm512_mask_blend_pd(_mm512_cmp_pd_mask((x), V_SET1(EXP_HI), _CMP_GT_OQ), \
+                                              _mm512_scalef_pd((p), (n)), V_SET1(INFINITY)),   \
+                         V_ZERO())
+#define EXP_LO -708.3964185322641 /* ln(DBL_MIN) */
+#define EXP_HI 709.782712893384   /* ln(DBL_MAX) */
+#define LN2_HI 6.93147180369123816490e-01
+#define LN2_LO 1.90821492927058770002e-10
+#define LOG2E 1.44269504088896338700e+00
+#define EXP_DEG 13
+#include "kern_simd.h"
+
+const ac_kernels ac_kernels_avx512 = {
+    .name = "avx512",
+    .block_q = 64,
+    .block_k = 64,
+    .kt_pad = QK_C * 16,
+    .qk_f32 = qk_avx512_f32, .pv_f32 = pv_avx512_f32,
+    .rowmax_f32 = rowmax_avx512_f32, .expsum_f32 = expsum_avx512_f32,
+    .qk_f64 = qk_avx512_f64, .pv_f64 = pv_avx512_f64,
+    .rowmax_f64 = rowmax_avx512_f64, .expsum_f64 = expsum_avx512_f64,
+};
+#pragma GCC pop_options
+
+#else /* not x86 with GCC/Clang: the table exists but the CPU check never picks it */
+#include "internal.h"
+const ac_kernels ac_kernels_avx512 = {.name = "avx512"};
+#endif

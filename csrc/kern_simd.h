@@ -1,0 +1,210 @@
+/* kern_simd.h — the SIMD micro-kernels, written once over a small vector
+ * vocabulary.  An ISA file (kern_avx2.c, kern_avx512.c) defines the
+ * vocabulary for one element type and includes this body; it is included
+ * once per (ISA, type), under that ISA's target pragma.
+ *
+ * The vocabulary:
+ *   real, R(x)          element type, and the name suffix (x_avx512_f32, ...)
+ *   VT, VL              vector type, lanes
+ *   V_LOADU V_STOREU V_SET1 V_ZERO V_FMA(a,b,c)=a*b+c V_MUL V_ADD V_SUB V_MAX V_MIN
+ *   V_HMAX V_HSUM       horizontal max / sum to a scalar
+ *   VN_T VN_INIT VN_ACC(acc, v) VN_ANY(acc)   "has a NaN been seen" accumulator
+ *   V_ROUND(x)          round to nearest integer (as a real vector)
+ *   V_EXP_FINISH(p, n, x)  p·2^n, then x > EXP_HI -> inf, x < EXP_LO -> 0, NaN -> NaN
+ *   V_EXP_CLAMP(x)      what the reduction sees (a clamp where 2^n is built from bits)
+ *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
+ *   QK_R QK_C PV_R PV_C register tile: rows × vectors of the two products
+ *
+ * Register tiling.  Both products are written as an outer-product loop over
+ * the reduction axis: a tile of R rows × C vectors of accumulators stays in
+ * registers while each step loads C vectors and broadcasts R scalars, so one
+ * load feeds R FMAs.  For Q·Kᵀ the reduction axis d is contiguous in both
+ * operands, so K is first packed into Kᵀ (d, bk) in the work buffer: a cost of
+ * bk·d moves per tile against bq·bk·d FMAs.  V needs no packing: P·V already
+ * reduces over V's rows.
+ */
+
+/* ---- exp ----------------------------------------------------------------
+ * exp(x) = 2^n · e^r with n = round(x·log2 e) and r = x − n·ln 2 (ln 2 split
+ * in two, Cody–Waite, so r is exact to a few ulp); e^r by its Taylor series on
+ * |r| <= ln2/2, where degree 7 (float) / 13 (double) leaves a truncation error
+ * under 0.1 ulp.  Below EXP_LO = ln(smallest normal) the result is 0, not a
+ * denormal: softmax exponents that small carry no weight, and denormal
+ * arithmetic is what makes such tails slow.  -inf -> 0, NaN -> NaN exactly. */
+#ifndef AC_INV_FACT_DEFINED
+#define AC_INV_FACT_DEFINED
+/* 1/k!, each rounded once, at compile time */
+static const double ac_inv_fact[14] = {
+    1.0,          1.0,           1.0 / 2,         1.0 / 6,          1.0 / 24,
+    1.0 / 120,    1.0 / 720,     1.0 / 5040,      1.0 / 40320,      1.0 / 362880,
+    1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
+#endif
+
+static inline VT R(vexp)(VT x) {
+    VT xc = V_EXP_CLAMP(x);
+    VT n = V_ROUND(V_MUL(xc, V_SET1(LOG2E)));
+    VT r = V_FMA(n, V_SET1(-LN2_HI), xc);
+    r = V_FMA(n, V_SET1(-LN2_LO), r);
+    /* Horner on the Taylor coefficients, from the top down */
+    VT p = V_SET1((real)ac_inv_fact[EXP_DEG]);
+    for (int k = EXP_DEG - 1; k >= 0; k--) p = V_FMA(p, r, V_SET1((real)ac_inv_fact[k]));
+    return V_EXP_FINISH(p, n, x);
+}
+
+/* x = exp(x - shift), returning the sum: the exponential and the row sum in
+ * one pass.  A partial last vector goes through a full one, so every element
+ * gets the same arithmetic wherever it sits in the row. */
+static real R(expsum)(real *x, int64_t n, real shift) {
+    const VT vs = V_SET1(shift);
+    VT acc = V_ZERO();
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        VT e = R(vexp)(V_SUB(V_LOADU(x + i), vs));
+        V_STOREU(x + i, e);
+        acc = V_ADD(acc, e);
+    }
+    real sum = V_HSUM(acc);
+    if (i < n) {
+        real tmp[VL];
+        for (int64_t t = 0; t < VL; t++) tmp[t] = i + t < n ? x[i + t] - shift : -INFINITY;
+        V_STOREU(tmp, R(vexp)(V_LOADU(tmp)));
+        for (int64_t t = 0; i + t < n; t++) {
+            x[i + t] = tmp[t];
+            sum += tmp[t];
+        }
+    }
+    return sum;
+}
+
+static real R(rowmax)(const real *x, int64_t n) {
+    VT mx = V_SET1(-INFINITY);
+    VN_T nan = VN_INIT;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        VT v = V_LOADU(x + i);
+        mx = V_MAX(mx, v);
+        nan = VN_ACC(nan, v);
+    }
+    real m = V_HMAX(mx);
+    if (VN_ANY(nan)) return NAN;
+    for (; i < n; i++) {
+        if (x[i] > m || x[i] != x[i]) m = x[i];
+        if (m != m) break;
+    }
+    return m;
+}
+
+/* ---- S = scale · Q·Kᵀ --------------------------------------------------- */
+
+#define QK_W (QK_C * VL) /* keys per register tile */
+
+/* One register tile: `rows` query rows × `nvec` vectors of keys from the
+ * packed Kᵀ panel kt (d, ldkt); `valid` of the nvec·VL columns are real keys
+ * (the rest is zero padding and must not reach s or the row max). */
+static inline __attribute__((always_inline)) void R(qk_tile)(
+    int rows, int nvec, int64_t d, const real *q, int64_t ldq, const real *kt, int64_t ldkt,
+    real scale, real *s, int64_t lds, real *rmax, int64_t valid) {
+    VT acc[QK_R][QK_C];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++) acc[i][j] = V_ZERO();
+    for (int64_t t = 0; t < d; t++) {
+        VT kv[QK_C];
+        for (int j = 0; j < nvec; j++) kv[j] = V_LOADU(kt + t * ldkt + j * VL);
+        for (int i = 0; i < rows; i++) {
+            VT qb = V_SET1(q[i * ldq + t]);
+            for (int j = 0; j < nvec; j++) acc[i][j] = V_FMA(qb, kv[j], acc[i][j]);
+        }
+    }
+    const VT vs = V_SET1(scale);
+    for (int i = 0; i < rows; i++) {
+        real *si = s + i * lds;
+        if (valid == (int64_t)nvec * VL) { /* a full tile: store and reduce in registers */
+            VT mx = V_SET1(-INFINITY);
+            VN_T nan = VN_INIT;
+            for (int j = 0; j < nvec; j++) {
+                VT v = V_MUL(acc[i][j], vs);
+                V_STOREU(si + j * VL, v);
+                mx = V_MAX(mx, v);
+                nan = VN_ACC(nan, v);
+            }
+            if (rmax) {
+                real m = VN_ANY(nan) ? (real)NAN : V_HMAX(mx);
+                if (m > rmax[i] || m != m) rmax[i] = m;
+            }
+        } else { /* the last keys of the block: through a buffer */
+            real tmp[QK_W];
+            for (int j = 0; j < nvec; j++) V_STOREU(tmp + j * VL, V_MUL(acc[i][j], vs));
+            for (int64_t c = 0; c < valid; c++) si[c] = tmp[c];
+            if (rmax) {
+                real m = R(rowmax)(tmp, valid);
+                if (m > rmax[i] || m != m) rmax[i] = m;
+            }
+        }
+    }
+}
+
+static void R(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *k,
+                  int64_t ldk, real scale, real *s, int64_t lds, real *rmax, real *work) {
+    const int64_t ldkt = (bk + QK_W - 1) / QK_W * QK_W;
+    real *kt = work; /* (d, ldkt): Kᵀ, zero-padded to whole register tiles */
+    for (int64_t t = 0; t < d; t++)
+        for (int64_t c = bk; c < ldkt; c++) kt[t * ldkt + c] = 0;
+    for (int64_t c = 0; c < bk; c++)
+        for (int64_t t = 0; t < d; t++) kt[t * ldkt + c] = k[c * ldk + t];
+
+    for (int64_t c0 = 0; c0 < bk; c0 += QK_W) {
+        const int64_t valid = bk - c0 < QK_W ? bk - c0 : QK_W;
+        const int nvec = (int)((valid + VL - 1) / VL);
+        int64_t r0 = 0;
+        if (nvec == QK_C)
+            for (; r0 + QK_R <= bq; r0 += QK_R)
+                R(qk_tile)(QK_R, QK_C, d, q + r0 * ldq, ldq, kt + c0, ldkt, scale,
+                           s + r0 * lds + c0, lds, rmax ? rmax + r0 : NULL, valid);
+        for (; r0 < bq; r0 += QK_R) {
+            const int rows = (int)(bq - r0 < QK_R ? bq - r0 : QK_R);
+            R(qk_tile)(rows, nvec, d, q + r0 * ldq, ldq, kt + c0, ldkt, scale,
+                       s + r0 * lds + c0, lds, rmax ? rmax + r0 : NULL, valid);
+        }
+    }
+}
+
+/* ---- O += P·V ------------------------------------------------------------ */
+
+static inline __attribute__((always_inline)) void R(pv_tile)(
+    int rows, int nvec, int64_t bk, const real *p, int64_t ldp, const real *v, int64_t ldv,
+    real *o, int64_t ldo) {
+    VT acc[PV_R][PV_C];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++) acc[i][j] = V_LOADU(o + i * ldo + j * VL);
+    for (int64_t t = 0; t < bk; t++) {
+        VT vv[PV_C];
+        for (int j = 0; j < nvec; j++) vv[j] = V_LOADU(v + t * ldv + j * VL);
+        for (int i = 0; i < rows; i++) {
+            VT pb = V_SET1(p[i * ldp + t]);
+            for (int j = 0; j < nvec; j++) acc[i][j] = V_FMA(pb, vv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++) V_STOREU(o + i * ldo + j * VL, acc[i][j]);
+}
+
+static void R(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
+                  const real *v, int64_t ldv, real *o, int64_t ldo) {
+    const int64_t dvec = dv / VL * VL; /* columns in whole vectors */
+    for (int64_t c0 = 0; c0 < dvec; c0 += PV_C * VL) {
+        const int nvec = (int)((dvec - c0) / VL < PV_C ? (dvec - c0) / VL : PV_C);
+        int64_t r0 = 0;
+        if (nvec == PV_C)
+            for (; r0 + PV_R <= bq; r0 += PV_R)
+                R(pv_tile)(PV_R, PV_C, bk, p + r0 * ldp, ldp, v + c0, ldv, o + r0 * ldo + c0, ldo);
+        for (; r0 < bq; r0 += PV_R) {
+            const int rows = (int)(bq - r0 < PV_R ? bq - r0 : PV_R);
+            R(pv_tile)(rows, nvec, bk, p + r0 * ldp, ldp, v + c0, ldv, o + r0 * ldo + c0, ldo);
+        }
+    }
+    for (int64_t r = 0; r < bq; r++) /* the last dv % VL columns */
+        for (int64_t t = 0; t < bk; t++)
+            for (int64_t c = dvec; c < dv; c++) o[r * ldo + c] += p[r * ldp + t] * v[t * ldv + c];
+}
+
+#undef QK_W
