@@ -39,6 +39,9 @@ cdef extern from "attncore.h" nogil:
     int ac_exp_f32(int64_t count, const float *x, float *y)
     int ac_exp_f64(int64_t count, const double *x, double *y)
 
+    int64_t ac_probe_fma(int64_t iters, int num_threads)
+    int64_t ac_probe_read(const float *x, int64_t n, int num_threads)
+
     const char *ac_isa()
     int ac_set_isa(const char *name)
     int ac_isa_supported(const char *name)

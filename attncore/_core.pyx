@@ -141,6 +141,22 @@ def exp(const real[::1] x, real[::1] y):
         _raise(rc)
 
 
+def probe_fma(int64_t iters, int nthreads):
+    """Run the FMA-throughput probe; returns the FLOPs done (time the call)."""
+    cdef int64_t flops
+    with nogil:
+        flops = ac_probe_fma(iters, nthreads)
+    return flops
+
+
+def probe_read(const float[::1] x, int nthreads):
+    """Stream-read x once over all threads; returns the bytes read."""
+    cdef int64_t nbytes
+    with nogil:
+        nbytes = ac_probe_read(&x[0], x.shape[0], nthreads)
+    return nbytes
+
+
 def isa():
     return ac_isa().decode()
 

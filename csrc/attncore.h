@@ -79,6 +79,10 @@ int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, doubl
 int ac_exp_f32(int64_t count, const float *x, float *y);
 int ac_exp_f64(int64_t count, const double *x, double *y);
 
+/* Probes for the benchmarks' roofs (probes.c): FLOPs / bytes done; time them. */
+int64_t ac_probe_fma(int64_t iters, int num_threads);
+int64_t ac_probe_read(const float *x, int64_t n, int num_threads);
+
 /* Runtime: the micro-kernel set in use, chosen at first use by CPU feature
  * detection ("scalar", "avx2", "avx512"); ac_set_isa forces one. */
 const char *ac_isa(void);

@@ -17,8 +17,8 @@
  *
  * Causal: blocks wholly above the diagonal are never visited (the loop stops
  * at the last key any row of the block can see); only blocks crossing the
- * diagonal are masked.  Memory per thread: one (bq, bk) tile, 3·bq numbers,
- * and the micro-kernel's packed (d, bk) copy of Kᵀ.
+ * diagonal are masked.  Memory: one (bq, bk) tile and 3·bq numbers per
+ * thread, and one packed copy of K (laid out for the micro-kernel) per call.
  */
 #ifndef AC_TEMPLATE
 #define AC_TEMPLATE "flash.c"
@@ -28,14 +28,15 @@
 #include "template.h"
 #else
 
-/* One Q block [i0, i0 + rows) of one head; s is the (rows, bk) tile, mi/li the
+/* One Q block [i0, i0 + rows) of one head against its kv head's packed K
+ * blocks kp (psize values apart) and V; s is the (rows, bk) tile, mi/li/bmax
  * per-row state, o the (rows, dv) rows of the output. */
 static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t bk,
-                           const real *qb, const real *kh, const real *vh, int64_t i0,
-                           int64_t rows, real *s, real *mi, real *li, real *bmax, real *work,
+                           const real *qb, const real *kp, int64_t psize, const real *vh,
+                           int64_t i0, int64_t rows, real *s, real *mi, real *li, real *bmax,
                            real *o, real *lse) {
     const int64_t n = a->n, m = a->m, dv = a->dv;
-    const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2], ldv = a->v_stride[2];
+    const int64_t ldq = a->q_stride[2], ldv = a->v_stride[2];
     const real scale = (real)a->scale;
     const int64_t kv_end = a->causal ? ac_causal_end(i0 + rows, n, m) : m;
     /* keys before this are visible to every row of the block */
@@ -51,8 +52,8 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t b
         const int diagonal = j0 + cols > unmasked_end;
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) bmax[r] = -INFINITY;
-        K->R(qk)(rows, cols, a->dk, qb, ldq, kh + j0 * ldk, ldk, scale, s, bk,
-                 diagonal ? NULL : bmax, work);
+        K->R(qk)(rows, cols, a->dk, qb, ldq, kp + (j0 / bk) * psize, m - j0 < bk ? m - j0 : bk,
+                 scale, s, bk, diagonal ? NULL : bmax);
         if (diagonal) /* mask the upper part, then take the maxima of what is left */
             for (int64_t r = 0; r < rows; r++) {
                 int64_t c = ac_causal_end(i0 + r + 1, n, m) - j0;
@@ -101,14 +102,26 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
     }
     if (bq > n) bq = n;
     if (bk > m) bk = m > 0 ? m : 1;
-    const int64_t group = H / a->kv_heads, nqb = (n + bq - 1) / bq;
-    const int64_t ntasks = a->batch * H * nqb;
-    const int64_t kwork = ac_qk_work(K, bk, a->dk), scratch = bq * bk + 3 * bq + kwork;
+    const int64_t Hkv = a->kv_heads, group = H / Hkv, nqb = (n + bq - 1) / bq;
+    const int64_t nkb = (m + bk - 1) / bk, ntasks = a->batch * H * nqb;
+    const int64_t scratch = bq * bk + 3 * bq;
+    /* Every K block packed once, up front: a copy the size of K, O(m·d), that
+     * all Q blocks (and all query heads of a GQA group) then share. */
+    const int64_t psize = ac_kpack_size(K, bk, a->dk), npack = a->batch * Hkv * nkb;
+    real *kpack = ac_ws_alloc(npack > 0 ? npack * psize : 1, sizeof(real));
+    if (!kpack) return AC_ENOMEM;
     int failed = 0;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        /* (bq, bk) tile, then m_i, l_i, the block maxima, and qk's work */
+        #pragma omp for schedule(static)
+        for (int64_t t = 0; t < npack; t++) {
+            const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, j0 = t % nkb * bk;
+            K->R(pack)(m - j0 < bk ? m - j0 : bk, a->dk,
+                       k + b * a->k_stride[0] + hk * a->k_stride[1] + j0 * a->k_stride[2],
+                       a->k_stride[2], kpack + t * psize);
+        }
+        /* (bq, bk) tile, then m_i, l_i and the block maxima */
         real *s = ac_ws_alloc(scratch, sizeof(real));
         if (!s) {
             #pragma omp atomic write
@@ -124,14 +137,14 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
             const int64_t rows = n - i0 < bq ? n - i0 : bq;
             const int64_t hk = h / group;
             R(flash_block)(K, a, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
-                           k + b * a->k_stride[0] + hk * a->k_stride[1],
+                           kpack + (b * Hkv + hk) * nkb * psize, psize,
                            v + b * a->v_stride[0] + hk * a->v_stride[1], i0, rows, s,
                            s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq,
-                           s + bq * bk + 3 * bq, out + (hb * n + i0) * dv,
-                           lse ? lse + hb * n + i0 : NULL);
+                           out + (hb * n + i0) * dv, lse ? lse + hb * n + i0 : NULL);
         }
         ac_ws_free(s, scratch, sizeof(real));
     }
+    ac_ws_free(kpack, npack > 0 ? npack * psize : 1, sizeof(real));
     return failed ? AC_ENOMEM : AC_OK;
 }
 

@@ -20,11 +20,14 @@
 
 /* The inner loops one ISA provides, for one element type.
  *
- * qk:     s[r*lds + c] = scale * <q_r, k_c>                  S tile (bq, bk)
+ * pack:   kp = a K block (bk, d) in the layout qk reads (Kᵀ for the SIMD
+ *         kernels); kp holds ac_kpack_size(K, bk, d) values.  Done once per
+ *         block and call, so its cost is spread over every Q block.
+ * qk:     s[r*lds + c] = scale * <q_r, k_c> for the first bk keys of a block
+ *         packed from pbk keys (bk <= pbk)                       S tile (bq, bk)
  *         and, if rmax is not NULL, rmax[r] = max(rmax[r], max_c s[r, c]),
  *         NaN-propagating: the scale and the running max are fused into the
- *         store of the tile.  work holds d * round_up(bk, kt_pad) values (the
- *         kernel may pack Kᵀ there).
+ *         store of the tile.
  * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv)
  *         plain IEEE arithmetic (0 · NaN is NaN); ac_pv_causal keeps masked
  *         keys out where that matters.
@@ -32,9 +35,10 @@
  * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
  */
 #define AC_KERNEL_FIELDS(real, suf)                                                      \
+    void (*pack_##suf)(int64_t bk, int64_t d, const real *k, int64_t ldk, real *kp);      \
     void (*qk_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,       \
-                     const real *k, int64_t ldk, real scale, real *s, int64_t lds,        \
-                     real *rmax, real *work);                                            \
+                     const real *kp, int64_t pbk, real scale, real *s, int64_t lds,       \
+                     real *rmax);                                                         \
     void (*pv_##suf)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,      \
                      const real *v, int64_t ldv, real *o, int64_t ldo);                   \
     real (*rowmax_##suf)(const real *x, int64_t n);                                       \
@@ -43,17 +47,20 @@
 typedef struct {
     const char *name;
     int64_t block_q, block_k; /* default tile sizes for this ISA (float32) */
-    int64_t kt_pad;           /* qk's work: d * round_up(bk, kt_pad) values */
+    int64_t kt_pad;           /* a packed block holds d * round_up(bk, kt_pad) values */
     AC_KERNEL_FIELDS(float, f32)
     AC_KERNEL_FIELDS(double, f64)
+    /* the probes behind the benchmarks' roofs (probes.c), in float32 */
+    float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
+    float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
 } ac_kernels;
 
 extern const ac_kernels ac_kernels_scalar;
 extern const ac_kernels ac_kernels_avx2;
 extern const ac_kernels ac_kernels_avx512;
 
-/* Values of qk's work buffer for tiles of up to bk keys of dimension d. */
-static inline int64_t ac_qk_work(const ac_kernels *K, int64_t bk, int64_t d) {
+/* Values in one packed K block of up to bk keys of dimension d. */
+static inline int64_t ac_kpack_size(const ac_kernels *K, int64_t bk, int64_t d) {
     int64_t pad = K->kt_pad > 0 ? K->kt_pad : 1;
     return ((bk + pad - 1) / pad) * pad * (d > 0 ? d : 1);
 }

@@ -16,6 +16,7 @@
 #define QK_R 8
 #define QK_C 2
 #define PV_R 6
+#define PROBE_CHAINS 16
 #define PV_C 4
 #define VN_T __mmask16
 #define VN_INIT ((__mmask16)0)
@@ -122,10 +123,11 @@ const ac_kernels ac_kernels_avx512 = {
     .block_q = 64,
     .block_k = 64,
     .kt_pad = QK_C * 16,
-    .qk_f32 = qk_avx512_f32, .pv_f32 = pv_avx512_f32,
+    .pack_f32 = pack_avx512_f32, .qk_f32 = qk_avx512_f32, .pv_f32 = pv_avx512_f32,
     .rowmax_f32 = rowmax_avx512_f32, .expsum_f32 = expsum_avx512_f32,
-    .qk_f64 = qk_avx512_f64, .pv_f64 = pv_avx512_f64,
+    .pack_f64 = pack_avx512_f64, .qk_f64 = qk_avx512_f64, .pv_f64 = pv_avx512_f64,
     .rowmax_f64 = rowmax_avx512_f64, .expsum_f64 = expsum_avx512_f64,
+    .fma_probe = fma_probe_avx512_f32, .read_probe = read_probe_avx512_f32,
 };
 #pragma GCC pop_options
 

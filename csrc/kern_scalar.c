@@ -10,25 +10,57 @@
 #include "internal.h"
 #include "template.h"
 
+/* The probes in plain C: eight chains / accumulators, which is what a
+ * compiler without vector instructions can keep in flight.  Multiply and
+ * add, not fmaf: the baseline instruction set has no FMA, and fmaf would be
+ * a library call. */
+static float fma_probe_scalar(int64_t iters, int64_t *flops) {
+    float acc[8];
+    for (int c = 0; c < 8; c++) acc[c] = (float)c;
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < 8; c++) acc[c] = acc[c] * 0.999999f + 1e-7f;
+    *flops = iters * 8 * 2;
+    float s = 0;
+    for (int c = 0; c < 8; c++) s += acc[c];
+    return s;
+}
+
+static float read_probe_scalar(const float *x, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int c = 0; c < 8; c++) s[c] += x[i + c];
+    for (; i < n; i++) s[0] += x[i];
+    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
 const ac_kernels ac_kernels_scalar = {
     .name = "scalar",
     .block_q = 64,
     .block_k = 64,
     .kt_pad = 1,
-    .qk_f32 = qk_scalar_f32, .pv_f32 = pv_scalar_f32,
+    .pack_f32 = pack_scalar_f32, .qk_f32 = qk_scalar_f32, .pv_f32 = pv_scalar_f32,
     .rowmax_f32 = rowmax_scalar_f32, .expsum_f32 = expsum_scalar_f32,
-    .qk_f64 = qk_scalar_f64, .pv_f64 = pv_scalar_f64,
+    .pack_f64 = pack_scalar_f64, .qk_f64 = qk_scalar_f64, .pv_f64 = pv_scalar_f64,
     .rowmax_f64 = rowmax_scalar_f64, .expsum_f64 = expsum_scalar_f64,
+    .fma_probe = fma_probe_scalar, .read_probe = read_probe_scalar,
 };
 
 #else /* typed body */
 
 static real R(rowmax_scalar)(const real *x, int64_t n);
 
+/* The scalar kernels read K as it is: packing makes the rows dense (bk, d). */
+static void R(pack_scalar)(int64_t bk, int64_t d, const real *k, int64_t ldk, real *kp) {
+    for (int64_t c = 0; c < bk; c++)
+        for (int64_t t = 0; t < d; t++) kp[c * d + t] = k[c * ldk + t];
+}
+
 static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                         const real *k, int64_t ldk, real scale, real *s, int64_t lds,
-                         real *rmax, real *work) {
-    (void)work;
+                         const real *k, int64_t pbk, real scale, real *s, int64_t lds,
+                         real *rmax) {
+    const int64_t ldk = d;
+    (void)pbk; /* rows of d values whatever the block's size */
     for (int64_t r = 0; r < bq; r++) {
         const real *qr = q + r * ldq; /* (d) */
         real *sr = s + r * lds;       /* (bk) */

@@ -19,8 +19,8 @@
  * the reduction axis: a tile of R rows × C vectors of accumulators stays in
  * registers while each step loads C vectors and broadcasts R scalars, so one
  * load feeds R FMAs.  For Q·Kᵀ the reduction axis d is contiguous in both
- * operands, so K is first packed into Kᵀ (d, bk) in the work buffer: a cost of
- * bk·d moves per tile against bq·bk·d FMAs.  V needs no packing: P·V already
+ * operands, so each K block is first packed into Kᵀ (d, bk) — once per call,
+ * by the algorithm, so the bk·d moves are shared by every Q block.  V needs no packing: P·V already
  * reduces over V's rows.
  */
 
@@ -143,14 +143,18 @@ static inline __attribute__((always_inline)) void R(qk_tile)(
     }
 }
 
-static void R(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *k,
-                  int64_t ldk, real scale, real *s, int64_t lds, real *rmax, real *work) {
+/* kp = Kᵀ (d, ldkt), zero-padded to whole register tiles. */
+static void R(pack)(int64_t bk, int64_t d, const real *k, int64_t ldk, real *kt) {
     const int64_t ldkt = (bk + QK_W - 1) / QK_W * QK_W;
-    real *kt = work; /* (d, ldkt): Kᵀ, zero-padded to whole register tiles */
     for (int64_t t = 0; t < d; t++)
         for (int64_t c = bk; c < ldkt; c++) kt[t * ldkt + c] = 0;
     for (int64_t c = 0; c < bk; c++)
         for (int64_t t = 0; t < d; t++) kt[t * ldkt + c] = k[c * ldk + t];
+}
+
+static void R(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt,
+                  int64_t pbk, real scale, real *s, int64_t lds, real *rmax) {
+    const int64_t ldkt = (pbk + QK_W - 1) / QK_W * QK_W; /* as packed */
 
     for (int64_t c0 = 0; c0 < bk; c0 += QK_W) {
         const int64_t valid = bk - c0 < QK_W ? bk - c0 : QK_W;
@@ -208,3 +212,35 @@ static void R(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp
 }
 
 #undef QK_W
+
+/* ---- the probes (float32 only is wired up) -------------------------------- */
+
+/* FMA throughput: PROBE_CHAINS independent accumulator chains, enough to
+ * cover the FMA latency on every pipe; returns a value so nothing is elided. */
+__attribute__((unused)) static real R(fma_probe)(int64_t iters, int64_t *flops) {
+    VT acc[PROBE_CHAINS];
+    const VT a = V_SET1((real)0.999999), b = V_SET1((real)1e-7);
+    for (int c = 0; c < PROBE_CHAINS; c++) acc[c] = V_SET1((real)c);
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < PROBE_CHAINS; c++) acc[c] = V_FMA(acc[c], a, b);
+    VT s = V_ZERO();
+    for (int c = 0; c < PROBE_CHAINS; c++) s = V_ADD(s, acc[c]);
+    *flops = iters * PROBE_CHAINS * VL * 2;
+    return V_HSUM(s);
+}
+
+/* Streaming read: a sum over x with four accumulators, so the loads, not
+ * the adds, set the pace. */
+__attribute__((unused)) static real R(read_probe)(const real *x, int64_t n) {
+    VT s0 = V_ZERO(), s1 = V_ZERO(), s2 = V_ZERO(), s3 = V_ZERO();
+    int64_t i = 0;
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+        s0 = V_ADD(s0, V_LOADU(x + i));
+        s1 = V_ADD(s1, V_LOADU(x + i + VL));
+        s2 = V_ADD(s2, V_LOADU(x + i + 2 * VL));
+        s3 = V_ADD(s3, V_LOADU(x + i + 3 * VL));
+    }
+    real s = V_HSUM(V_ADD(V_ADD(s0, s1), V_ADD(s2, s3)));
+    for (; i < n; i++) s += x[i];
+    return s;
+}

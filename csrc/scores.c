@@ -20,23 +20,27 @@
 #include "template.h"
 #else
 
-/* Passes 1 and 2 for one head into s (n, m), rows split among the threads;
- * work is this thread's qk workspace (NULL after a failed allocation: the
- * thread still takes part in the loop, so the team stays in step). */
+/* Passes 1 and 2 for one head into s (n, m), inside a parallel region: the
+ * team packs the head's K blocks into kp (one block every psize values), then
+ * splits the rows. */
 static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const real *qh,
-                           const real *kh, real *s, real *work) {
+                           const real *kh, real *s, real *kp, int64_t psize) {
     const int64_t n = a->n, m = a->m, bq = K->block_q, bk = K->block_k;
     const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2];
     const real scale = (real)a->scale;
-    const int64_t nqb = (n + bq - 1) / bq;
+    const int64_t nqb = (n + bq - 1) / bq, nkb = (m + bk - 1) / bk;
+    #pragma omp for schedule(static)
+    for (int64_t kb = 0; kb < nkb; kb++) {
+        const int64_t j0 = kb * bk;
+        K->R(pack)(m - j0 < bk ? m - j0 : bk, a->dk, kh + j0 * ldk, ldk, kp + kb * psize);
+    }
     #pragma omp for schedule(static)
     for (int64_t qb = 0; qb < nqb; qb++) {
         const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
-        if (!work) continue;
-        for (int64_t j0 = 0; j0 < m; j0 += bk) {
-            const int64_t cols = m - j0 < bk ? m - j0 : bk;
-            K->R(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kh + j0 * ldk, ldk, scale,
-                     s + i0 * m + j0, m, NULL, work);
+        for (int64_t kb = 0; kb < nkb; kb++) {
+            const int64_t j0 = kb * bk, cols = m - j0 < bk ? m - j0 : bk;
+            K->R(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
+                     s + i0 * m + j0, m, NULL);
         }
         if (a->causal)
             for (int64_t i = i0; i < i0 + rows; i++)
@@ -45,29 +49,29 @@ static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const rea
     }
 }
 
+/* Room for one head's packed K blocks. */
+static int64_t R(pack_size)(const ac_kernels *K, const ac_attn_args *a, int64_t *psize) {
+    *psize = ac_kpack_size(K, K->block_k, a->dk);
+    return (a->m + K->block_k - 1) / K->block_k * *psize;
+}
+
 int R(ac_scores)(const ac_attn_args *a, const real *q, const real *k, real *s) {
     int rc = ac_check_attn(a, q, k, NULL, s, 0);
     if (rc != AC_OK) return rc;
-    if (a->n == 0 || a->m == 0) return AC_OK;
+    if (a->n == 0 || a->m == 0 || a->batch * a->heads == 0) return AC_OK;
     const ac_kernels *K = ac_kernels_active();
-    const int64_t group = a->heads / (a->kv_heads ? a->kv_heads : 1), nm = a->n * a->m;
-    const int64_t kwork = ac_qk_work(K, K->block_k, a->dk);
-    int failed = 0;
+    const int64_t group = a->heads / a->kv_heads, nm = a->n * a->m;
+    int64_t psize, npack = R(pack_size)(K, a, &psize);
+    real *kp = ac_ws_alloc(npack, sizeof(real));
+    if (!kp) return AC_ENOMEM;
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
-    {
-        real *work = ac_ws_alloc(kwork, sizeof(real));
-        if (!work) {
-            #pragma omp atomic write
-            failed = 1;
-        }
-        for (int64_t b = 0; b < a->batch; b++)
-            for (int64_t h = 0; h < a->heads; h++)
-                R(score_table)(K, a, q + b * a->q_stride[0] + h * a->q_stride[1],
-                               k + b * a->k_stride[0] + (h / group) * a->k_stride[1],
-                               s + (b * a->heads + h) * nm, work);
-        ac_ws_free(work, kwork, sizeof(real));
-    }
-    return failed ? AC_ENOMEM : AC_OK;
+    for (int64_t b = 0; b < a->batch; b++)
+        for (int64_t h = 0; h < a->heads; h++)
+            R(score_table)(K, a, q + b * a->q_stride[0] + h * a->q_stride[1],
+                           k + b * a->k_stride[0] + (h / group) * a->k_stride[1],
+                           s + (b * a->heads + h) * nm, kp, psize);
+    ac_ws_free(kp, npack, sizeof(real));
+    return AC_OK;
 }
 
 int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out,
@@ -84,20 +88,16 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
     }
     const ac_kernels *K = ac_kernels_active();
     const int64_t group = a->heads / a->kv_heads, nm = n * m, bq = K->block_q;
-    const int64_t nqb = (n + bq - 1) / bq, kwork = ac_qk_work(K, K->block_k, a->dk);
-    int failed = 0;
-    real *table = NULL;
-    if (!weights) {
-        table = ac_ws_alloc(nm, sizeof(real)); /* (n, m), reused for every head */
-        if (!table) return AC_ENOMEM;
+    const int64_t nqb = (n + bq - 1) / bq;
+    int64_t psize, npack = R(pack_size)(K, a, &psize);
+    real *kp = ac_ws_alloc(npack, sizeof(real));
+    real *table = weights ? NULL : ac_ws_alloc(nm, sizeof(real)); /* (n, m), every head */
+    if (!kp || (!weights && !table)) {
+        ac_ws_free(kp, npack, sizeof(real));
+        ac_ws_free(table, nm, sizeof(real));
+        return AC_ENOMEM;
     }
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
-    {
-    real *work = ac_ws_alloc(kwork, sizeof(real));
-    if (!work) {
-        #pragma omp atomic write
-        failed = 1;
-    }
     for (int64_t b = 0; b < a->batch; b++) {
         for (int64_t h = 0; h < a->heads; h++) {
             const int64_t hb = b * a->heads + h;
@@ -107,7 +107,7 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
             real *s = weights ? weights + hb * nm : table; /* (n, m) */
             real *oh = out + hb * n * dv;                  /* (n, dv) */
             /* passes 1-2: the masked score table */
-            R(score_table)(K, a, qh, kh, s, work);
+            R(score_table)(K, a, qh, kh, s, kp, psize);
             /* pass 3: row softmax in place (omp for ends with a barrier) */
             #pragma omp for schedule(static)
             for (int64_t i = 0; i < n; i++) {
@@ -124,10 +124,9 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
             }
         }
     }
-    ac_ws_free(work, kwork, sizeof(real));
-    }
+    ac_ws_free(kp, npack, sizeof(real));
     ac_ws_free(table, nm, sizeof(real));
-    return failed ? AC_ENOMEM : AC_OK;
+    return AC_OK;
 }
 
 #endif
