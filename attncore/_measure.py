@@ -45,6 +45,14 @@ def measure(fn, *args, repeat: int = 3, **kwargs) -> Measured:
     return Measured(result, best, peak)
 
 
+def quiesce_blas() -> None:
+    """Wait for NumPy's BLAS threads to go to sleep.  OpenBLAS workers spin
+    for tens of milliseconds after a call (measured here: the FMA probe ran
+    at half speed for 50 ms after a 2048² sgemm, and at full speed after
+    100 ms); whatever is timed next would share the cores with them."""
+    time.sleep(0.25)
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":

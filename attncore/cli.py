@@ -3,17 +3,22 @@
     attncore info                  what this build is and runs
     attncore check [--sizes ...]   naive and blockwise vs the reference, per n:
                                    max error, time, peak memory
+    attncore bench [--quick|--full] the benchmark sweep against NumPy and torch,
+                                   under the machine's measured roofs; table + figures
+    attncore plot FILE.json        the same figures from a saved run or from
+                                   pytest-benchmark's JSON (pytest bench/ --benchmark-json)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
 
 import attncore
-from attncore._measure import human_bytes, measure
+from attncore._measure import human_bytes, measure, quiesce_blas
 
 
 def _table(title: str, columns: list[str], rows: list[list]) -> None:
@@ -47,13 +52,14 @@ def cmd_check(args) -> int:
                             repeat=args.repeat)
             for method in ("naive", "flash")
         }
-        # The reference runs after the timings: NumPy's BLAS threads keep
-        # spinning for a moment after a call and would slow the next kernel.
+        # The reference runs after the timings, and then NumPy's BLAS threads
+        # are given time to stop spinning before the next n is timed.
         ref = None
         if n <= args.reference_max:
             ref = attncore.reference.attention(
                 q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), causal=args.causal
             )
+            quiesce_blas()
         flops = 4 * args.heads * n * n * args.d / (2 if args.causal else 1)
         for method, m in measured.items():
             err = float(np.max(np.abs(m.result - ref))) if ref is not None else None
@@ -70,6 +76,36 @@ def cmd_check(args) -> int:
     if worst > tol:
         print(f"FAILED: max error {worst:.3e} exceeds {tol:g}", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from attncore import bench
+
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    cases = bench.default_cases(mode)
+    if args.sizes:
+        cases = [c for c in cases if c.n in set(args.sizes)]
+    result = bench.run(cases, methods=args.methods, nthreads=args.threads, quick=args.quick,
+                       progress=not args.no_progress)
+    bench.print_table(result)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bench.json")
+    bench.save(result, path)
+    print(f"results: {path}")
+    if not args.no_plots:
+        for p in bench.figures(result, args.out):
+            print(f"figure: {p}")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from attncore import bench
+
+    result = bench.load(args.file)
+    bench.print_table(result)
+    for p in bench.figures(result, args.out):
+        print(f"figure: {p}")
     return 0
 
 
@@ -90,6 +126,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare with the reference only up to this n (it is O(n²) and slow)")
     c.add_argument("--seed", type=int, default=0)
     c.set_defaults(fn=cmd_check)
+
+    from attncore.bench import METHODS
+
+    b = sub.add_parser("bench", help="the benchmark sweep (the main job)")
+    size = b.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a short sweep (under a minute)")
+    size.add_argument("--full", action="store_true", help="the long sweep, n up to 16384")
+    b.add_argument("--sizes", type=int, nargs="+", metavar="N", help="only these n")
+    b.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    b.add_argument("--out", default="attncore-bench", help="folder for JSON and figures")
+    b.add_argument("--no-plots", action="store_true")
+    b.add_argument("--no-progress", action="store_true")
+    b.set_defaults(fn=cmd_bench)
+
+    pl = sub.add_parser("plot", help="figures from a saved run or pytest-benchmark JSON")
+    pl.add_argument("file")
+    pl.add_argument("--out", default="attncore-bench")
+    pl.set_defaults(fn=cmd_plot)
     return p
 
 

@@ -1,0 +1,528 @@
+"""The benchmark machinery behind ``attncore bench``, ``attncore plot`` and ``bench/``.
+
+One run measures, side by side and on the same threads: attncore's naive
+and blockwise kernels, a NumPy materialised implementation (BLAS matmuls),
+and PyTorch's ``scaled_dot_product_attention`` when torch is importable —
+together with the machine's own roofs, measured in the same run: the FMA
+throughput and streaming-read probes from ``csrc/probes.c`` and NumPy's sgemm.
+
+Regimes.  *Prefill* (n = m, compute-bound) is reported in GFLOP/s, with
+FLOPs = 4·d per visible (query, key) pair — 4·B·H·n·m·d without a mask,
+B·H·2·d·n·(n+1) with the causal one.  (Decode, the bandwidth-bound regime,
+is reported in GB/s of K/V read; it arrives with the decode kernel.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+import attncore
+from attncore import _core
+from attncore._measure import measure, quiesce_blas  # noqa: F401 (bench/ uses it)
+
+METHODS = ("attncore-flash", "attncore-naive", "numpy", "torch")
+
+
+# ---- what is measured ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    n: int
+    d: int = 64
+    causal: bool = False
+    B: int = 1
+    H: int = 8
+    dtype: str = "float32"
+    regime: str = "prefill"
+
+    @property
+    def m(self) -> int:
+        return self.n
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    def pairs(self) -> int:
+        """Visible (query, key) pairs per head."""
+        n, m = self.n, self.m
+        if not self.causal:
+            return n * m
+        return sum(min(max(i + 1 + m - n, 0), m) for i in range(n)) if n != m else n * (n + 1) // 2
+
+    @property
+    def flops(self) -> int:
+        return 4 * self.d * self.B * self.H * self.pairs()
+
+    def bytes(self, method: str) -> int:
+        """Compulsory memory traffic: Q, K, V read and O written once; the
+        materialising methods also write and read back the n×m table."""
+        it, B, H = self.itemsize, self.B, self.H
+        io = it * B * H * (2 * self.n * self.d + 2 * self.m * self.d)
+        if method in ("attncore-naive", "numpy"):
+            io += 2 * it * B * H * self.n * self.m
+        return io
+
+    def label(self) -> str:
+        return f"n={self.n} d={self.d}{' causal' if self.causal else ''} {self.dtype}"
+
+
+def default_cases(mode: str = "default") -> list[Case]:
+    """The sweeps: --quick (under a minute), default (a few minutes), --full."""
+    if mode == "quick":
+        ns, extra = (256, 1024, 2048), []
+    elif mode == "full":
+        ns, extra = (128, 256, 512, 1024, 2048, 4096, 8192, 16384), [
+            Case(n, 128, c) for n in (1024, 2048, 4096, 8192) for c in (False, True)
+        ]
+    else:
+        ns, extra = (256, 512, 1024, 2048, 4096), [Case(2048, 128, c) for c in (False, True)]
+    return [Case(n, 64, c) for n in ns for c in (False, True)] + extra
+
+
+# ---- the peers ----------------------------------------------------------------
+
+
+def make_inputs(case: Case, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    shape = (case.B, case.H, case.n, case.d)
+    return tuple(rng.standard_normal(shape, dtype=np.float64).astype(case.dtype) for _ in range(3))
+
+
+def numpy_attention(q, k, v, causal: bool = False):
+    """Materialised attention in NumPy, as one would write it: BLAS matmuls
+    and in-place softmax, one head at a time (so memory is one table)."""
+    B, H, n, d = q.shape
+    m = k.shape[2]
+    scale = q.dtype.type(1 / math.sqrt(d))
+    out = np.empty(q.shape[:3] + (v.shape[3],), q.dtype)
+    hidden = np.triu(np.ones((n, m), bool), 1 + m - n) if causal else None
+    for b in range(B):
+        for h in range(H):
+            s = q[b, h] @ k[b, h].T
+            s *= scale
+            if hidden is not None:
+                s[hidden] = -np.inf
+            s -= s.max(axis=1, keepdims=True)
+            np.exp(s, out=s)
+            s /= s.sum(axis=1, keepdims=True)
+            np.matmul(s, v[b, h], out=out[b, h])
+    return out
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _torch_runner(q, k, v, causal):
+    import torch
+    import torch.nn.functional as F
+
+    tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+
+    def run():
+        with torch.inference_mode():
+            return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+
+    return run
+
+
+def runner(method: str, case: Case, inputs):
+    """A no-argument callable for one method on one case, or None to skip."""
+    q, k, v = inputs
+    if method == "attncore-flash":
+        return lambda: attncore.attention(q, k, v, causal=case.causal)
+    if method == "attncore-naive":
+        return lambda: attncore.attention(q, k, v, causal=case.causal, method="naive")
+    if method == "numpy":
+        return lambda: numpy_attention(q, k, v, case.causal)
+    if method == "torch":
+        return _torch_runner(q, k, v, case.causal) if torch_available() else None
+    raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+
+
+def fits(method: str, case: Case) -> bool:
+    """Whether a materialising method's table fits comfortably in memory."""
+    if method not in ("attncore-naive", "numpy"):
+        return True
+    from attncore._validate import memory_limit
+
+    return 3 * case.n * case.m * case.itemsize < memory_limit() // 2
+
+
+# ---- timing, threads, roofs -----------------------------------------------------
+
+
+def best_time(fn, min_time: float = 0.3, max_reps: int = 20, min_reps: int = 2) -> float:
+    """The fastest of repeated calls, after one warm-up, repeated until
+    min_time has passed (at least min_reps, at most max_reps calls)."""
+    fn()
+    best, spent, reps = float("inf"), 0.0, 0
+    while reps < min_reps or (spent < min_time and reps < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        best, spent, reps = min(best, dt), spent + dt, reps + 1
+    return best
+
+
+class threads:
+    """Run every peer on the same number of threads: attncore, NumPy's BLAS
+    (threadpoolctl) and torch."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        self._before = attncore.get_num_threads()
+        attncore.set_num_threads(self.n)
+        self._limits = None
+        try:
+            from threadpoolctl import threadpool_limits
+
+            self._limits = threadpool_limits(self.n, user_api="blas")
+        except ImportError:
+            pass
+        if torch_available():
+            import torch
+
+            self._torch_before = torch.get_num_threads()
+            torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        attncore.set_num_threads(self._before)
+        if self._limits is not None:
+            self._limits.restore_original_limits()
+        if torch_available():
+            import torch
+
+            torch.set_num_threads(self._torch_before)
+
+
+def blas_info() -> dict:
+    """Which BLAS NumPy runs and which kernel it chose (OpenBLAS's 'architecture')."""
+    info = {"openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+    try:
+        from threadpoolctl import threadpool_info
+
+        for lib in threadpool_info():
+            if lib.get("user_api") == "blas":
+                info.update(library=lib.get("internal_api"), version=lib.get("version"),
+                            kernel=lib.get("architecture"), threads=lib.get("num_threads"))
+                break
+    except ImportError:
+        info["library"] = "unknown (threadpoolctl not installed)"
+    return info
+
+
+def measure_roofs(nthreads: int, quick: bool = False) -> dict:
+    """The machine's roofs, measured now with the kernels' own instructions."""
+    with threads(nthreads):
+        iters = 10_000_000  # ~0.1 s a call on a current core
+        flops = _core.probe_fma(iters, nthreads)
+        best = best_time(lambda: _core.probe_fma(iters, nthreads), min_time=0.3, max_reps=8,
+                         min_reps=3)
+        fma = flops / best / 1e9
+        buf = np.ones((64 if quick else 256) * 2**20 // 4, np.float32)  # far beyond the caches
+        nbytes = buf.nbytes
+        read = nbytes / best_time(lambda: _core.probe_read(buf, nthreads), min_time=0.3) / 1e9
+        del buf
+        a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+        sgemm = 2 * 2048**3 / best_time(lambda: a @ a, min_time=0.3) / 1e9
+        quiesce_blas()
+    return {"fma_gflops": fma, "read_gbs": read, "sgemm_gflops": sgemm, "isa": _core.isa(),
+            "threads": nthreads}
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = {"attncore": attncore.__version__, "numpy": np.__version__}
+    if torch_available():
+        import torch
+
+        versions["torch"] = torch.__version__
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "versions": versions, "blas": blas_info()}
+
+
+# ---- a run ----------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    method: str
+    regime: str
+    n: int
+    m: int
+    d: int
+    causal: bool
+    dtype: str
+    B: int
+    H: int
+    seconds: float
+    flops: int
+    bytes: int
+    peak_bytes: int | None = None
+    gflops: float = field(init=False)
+    intensity: float = field(init=False)
+
+    def __post_init__(self):
+        self.gflops = self.flops / self.seconds / 1e9
+        self.intensity = self.flops / self.bytes
+
+
+def run_case(case: Case, methods=METHODS, seed: int = 0, min_time: float = 0.3) -> list[Row]:
+    inputs = make_inputs(case, seed)
+    rows = []
+    for method in methods:
+        fn = runner(method, case, inputs)
+        if fn is None or not fits(method, case):
+            continue
+        peak = None
+        if method != "torch":  # torch's allocator is invisible to tracemalloc
+            peak = measure(fn, repeat=0).peak_bytes
+        seconds = best_time(fn, min_time=min_time)
+        rows.append(Row(method, case.regime, case.n, case.m, case.d, case.causal, case.dtype,
+                        case.B, case.H, seconds, case.flops, case.bytes(method), peak))
+        if method == "numpy":
+            quiesce_blas()
+    return rows
+
+
+def run(cases, methods=METHODS, nthreads: int | None = None, progress: bool = True,
+        quick: bool = False) -> dict:
+    """Measure the roofs, then every case with every method; a JSON-able dict."""
+    nthreads = nthreads or attncore.get_num_threads()
+    roofs = measure_roofs(nthreads, quick=quick)
+    rows: list[Row] = []
+    with threads(nthreads):
+        if progress:
+            from rich.progress import Progress
+
+            with Progress(transient=True) as bar:
+                task = bar.add_task("benchmarking", total=len(cases))
+                for case in cases:
+                    bar.update(task, description=case.label())
+                    rows += run_case(case, methods, min_time=0.1 if quick else 0.3)
+                    bar.advance(task)
+        else:
+            for case in cases:
+                rows += run_case(case, methods, min_time=0.1 if quick else 0.3)
+    return {"machine": machine(), "roofs": roofs, "rows": [asdict(r) for r in rows]}
+
+
+def save(result: dict, path) -> None:
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+def load(path) -> dict:
+    """A saved run, or pytest-benchmark's JSON (rows rebuilt from extra_info)."""
+    with open(path) as f:
+        data = json.load(f)
+    if "rows" in data:
+        return data
+    if "benchmarks" not in data:
+        raise ValueError(f"{path}: neither an attncore bench result nor pytest-benchmark JSON")
+    rows, roofs = [], {}
+    for b in data["benchmarks"]:
+        info = b.get("extra_info", {})
+        if "roof" in info:
+            roofs[info["roof"]] = info["value"]
+            continue
+        if "method" not in info:
+            continue
+        r = {k: info[k] for k in ("method", "regime", "n", "m", "d", "causal", "dtype", "B", "H",
+                                  "flops", "bytes")}
+        r["seconds"] = b["stats"]["min"]
+        r["peak_bytes"] = info.get("peak_bytes")
+        r["gflops"] = r["flops"] / r["seconds"] / 1e9
+        r["intensity"] = r["flops"] / r["bytes"]
+        rows.append(r)
+    info = data.get("machine_info", {})
+    cpu = info.get("cpu", {}).get("brand_raw") if isinstance(info.get("cpu"), dict) else None
+    return {"machine": {"cpu": cpu or info.get("processor")}, "roofs": roofs, "rows": rows}
+
+
+# ---- the table ------------------------------------------------------------------
+
+
+def table_rows(result: dict) -> list[list[str]]:
+    """n, d, causal, method, time, GFLOP/s, % of the FMA roof, vs NumPy, vs torch, memory."""
+    from attncore._measure import human_bytes
+
+    rows = result["rows"]
+    roof = result["roofs"].get("fma_gflops")
+    by_case = {}
+    for r in rows:
+        by_case.setdefault((r["regime"], r["n"], r["d"], r["causal"], r["dtype"]), {})[
+            r["method"]] = r
+    out = []
+    for key, group in by_case.items():
+        for method, r in group.items():
+            ratio = lambda peer: (f"{group[peer]['seconds'] / r['seconds']:.2f}×"  # noqa: E731
+                                  if peer in group and peer != method else "—")
+            out.append([str(r["n"]), str(r["d"]), "yes" if r["causal"] else "no", r["dtype"], method,
+                        f"{r['seconds'] * 1e3:.2f}", f"{r['gflops']:.1f}",
+                        f"{100 * r['gflops'] / roof:.0f}%" if roof else "—",
+                        ratio("numpy"), ratio("torch"),
+                        human_bytes(r["peak_bytes"]) if r.get("peak_bytes") is not None else "—"])
+    return out
+
+
+TABLE_COLUMNS = ["n", "d", "causal", "dtype", "method", "time (ms)", "GFLOP/s", "% FMA roof",
+                 "speed-up vs NumPy", "vs torch", "peak memory"]
+
+
+def print_table(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    roofs = result["roofs"]
+    title = "attncore bench (prefill)"
+    if roofs:
+        title += (f" — roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, read "
+                  f"{roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
+                  f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s")
+    t = Table(title=title, title_justify="left")
+    for c in TABLE_COLUMNS:
+        t.add_column(c, justify="right")
+    for r in table_rows(result):
+        t.add_row(*r)
+    con = Console(width=None if Console().is_terminal else 160)
+    con.print(t)
+    m = result.get("machine", {})
+    if m:
+        con.print(f"machine: {m.get('cpu')}, {roofs.get('threads')} threads, isa "
+                  f"{roofs.get('isa')}; BLAS: {m.get('blas')}")
+
+
+def markdown_table(result: dict) -> str:
+    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    lines += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
+    return "\n".join(lines)
+
+
+# ---- the figures ----------------------------------------------------------------
+
+_STYLE = {"attncore-flash": ("C0", "o"), "attncore-naive": ("C1", "s"), "numpy": ("C2", "^"),
+          "torch": ("C3", "D")}
+
+
+def _series(rows, d, causal, y):
+    out = {}
+    for r in sorted(rows, key=lambda r: r["n"]):
+        if r["regime"] == "prefill" and r["d"] == d and r["causal"] == causal and r[y] is not None:
+            out.setdefault(r["method"], ([], []))
+            out[r["method"]][0].append(r["n"])
+            out[r["method"]][1].append(r[y])
+    return out
+
+
+def _legend(ax, **kw):
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**({"fontsize": 8} | kw))
+    else:
+        ax.text(0.5, 0.5, "no data in this run", ha="center", transform=ax.transAxes)
+
+
+def figures(result: dict, outdir) -> list[str]:
+    """time vs n (log-log, n² guide), GFLOP/s vs n, peak memory vs n, roofline."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(outdir, exist_ok=True)
+    rows, roofs, paths = result["rows"], result["roofs"], []
+    d = 64 if any(r["d"] == 64 for r in rows) else (rows[0]["d"] if rows else 64)
+
+    def save(fig, name):
+        path = os.path.join(outdir, name)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+
+    # 1. time vs n, with an n² guide through the largest flash point
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, causal in zip(axes, (False, True)):
+        series = _series(rows, d, causal, "seconds")
+        for method, (ns, ts) in series.items():
+            c, mk = _STYLE.get(method, ("k", "x"))
+            ax.loglog(ns, ts, marker=mk, color=c, label=method)
+        ref = series.get("attncore-flash")
+        if ref and len(ref[0]) > 1:
+            n0, t0 = ref[0][-1], ref[1][-1]
+            ns = np.array(ref[0], float)
+            ax.loglog(ns, t0 * (ns / n0) ** 2, "k--", lw=1, label="∝ n² guide")
+        ax.set(title=f"time vs n (d={d}, {'causal' if causal else 'full'})", xlabel="n",
+               ylabel="seconds")
+        ax.grid(True, which="both", alpha=0.3)
+        _legend(ax)
+    save(fig, "time_vs_n.png")
+
+    # 2. GFLOP/s vs n, under the measured roofs
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for causal, ls in ((False, "-"), (True, ":")):
+        for method, (ns, gs) in _series(rows, d, causal, "gflops").items():
+            c, mk = _STYLE.get(method, ("k", "x"))
+            ax.semilogx(ns, gs, ls, marker=mk, color=c,
+                        label=f"{method}{' causal' if causal else ''}")
+    if roofs.get("fma_gflops"):
+        ax.axhline(roofs["fma_gflops"], color="k", lw=1, label="FMA roof (probe)")
+    if roofs.get("sgemm_gflops"):
+        ax.axhline(roofs["sgemm_gflops"], color="gray", lw=1, ls="--", label="NumPy sgemm")
+    ax.set(title=f"throughput vs n (prefill, d={d})", xlabel="n", ylabel="GFLOP/s")
+    ax.grid(True, which="both", alpha=0.3)
+    _legend(ax, fontsize=7, ncol=2)
+    save(fig, "gflops_vs_n.png")
+
+    # 3. peak memory vs n: the materialised table grows as n², flash as n
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for method, (ns, ps) in _series(rows, d, False, "peak_bytes").items():
+        c, mk = _STYLE.get(method, ("k", "x"))
+        ax.loglog(ns, np.array(ps) / 2**20, marker=mk, color=c, label=method)
+    ax.set(title=f"peak memory beyond the inputs vs n (d={d}, H={rows[0]['H'] if rows else '?'})",
+           xlabel="n", ylabel="MiB")
+    ax.grid(True, which="both", alpha=0.3)
+    _legend(ax)
+    save(fig, "memory_vs_n.png")
+
+    # 4. roofline: each point at its arithmetic intensity
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    peak, bw = roofs.get("fma_gflops"), roofs.get("read_gbs")
+    if peak and bw:
+        ai = np.logspace(-1.5, 3.5, 200)
+        ax.loglog(ai, np.minimum(peak, ai * bw), "k-", lw=1.5, label="roof: min(FMA, AI × read BW)")
+    for method in {r["method"] for r in rows}:
+        pts = [(r["intensity"], r["gflops"]) for r in rows if r["method"] == method]
+        c, mk = _STYLE.get(method, ("k", "x"))
+        ax.scatter(*zip(*pts), color=c, marker=mk, label=method, alpha=0.8)
+    ax.set(title="roofline (compulsory traffic)", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="GFLOP/s")
+    ax.grid(True, which="both", alpha=0.3)
+    _legend(ax)
+    save(fig, "roofline.png")
+    return paths

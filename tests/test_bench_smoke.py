@@ -1,0 +1,78 @@
+"""A fast smoke pass over the benchmark machinery: it runs, and what it
+reports is consistent.  (Speed is measured by `attncore bench` and
+`pytest bench/`, never asserted here.)"""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from attncore import bench, cli
+
+BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+
+
+def test_flop_and_byte_counts_are_exact():
+    c = bench.Case(n=4, d=8, causal=True, B=2, H=3)
+    assert c.pairs() == 4 + 3 + 2 + 1
+    assert c.flops == 4 * 8 * 2 * 3 * 10
+    assert bench.Case(n=4, d=8).flops == 4 * 8 * 1 * 8 * 16
+    flash, naive = c.bytes("attncore-flash"), c.bytes("attncore-naive")
+    assert flash == 4 * 2 * 3 * (2 * 4 * 8 + 2 * 4 * 8) and naive == flash + 2 * 4 * 2 * 3 * 16
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_numpy_peer_is_correct(rng, causal):
+    q, k, v = (rng.standard_normal((2, 3, 33, 16)) for _ in range(3))
+    want = __import__("attncore").reference.attention(q, k, v, causal=causal)
+    np.testing.assert_allclose(bench.numpy_attention(q, k, v, causal), want, atol=1e-12)
+
+
+def test_every_peer_computes_the_same_attention(rng):
+    case = bench.Case(n=64, d=16, causal=True, H=2)
+    inputs = bench.make_inputs(case)
+    want = __import__("attncore").reference.attention(*inputs, causal=True)
+    for method in bench.METHODS:
+        fn = bench.runner(method, case, inputs)
+        if fn is None:
+            continue
+        got = np.asarray(fn())
+        np.testing.assert_allclose(got, want, atol=2e-5, err_msg=method)
+
+
+def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
+    out = tmp_path / "b"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rc = cli.main(["bench", "--quick", "--sizes", "256", "--methods", "attncore-flash",
+                       "attncore-naive", "numpy", "--no-progress", "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "GFLOP/s" in text and "roofs: FMA" in text and "attncore-naive" in text
+    result = json.loads((out / "bench.json").read_text())
+    assert result["roofs"]["fma_gflops"] > 0 and result["roofs"]["read_gbs"] > 0
+    assert {r["method"] for r in result["rows"]} == {"attncore-flash", "attncore-naive", "numpy"}
+    assert {r["causal"] for r in result["rows"]} == {False, True}
+    for name in ("time_vs_n", "gflops_vs_n", "memory_vs_n", "roofline"):
+        assert (out / f"{name}.png").stat().st_size > 10_000
+    # the same figures again from the saved JSON
+    assert cli.main(["plot", str(out / "bench.json"), "--out", str(tmp_path / "p")]) == 0
+    assert (tmp_path / "p" / "roofline.png").exists()
+
+
+def test_pytest_benchmark_suite_smoke_pass_and_plot(tmp_path):
+    js = tmp_path / "pb.json"
+    r = subprocess.run([sys.executable, "-m", "pytest", BENCH_DIR, "--smoke", "-q",
+                        "-p", "no:cacheprovider", f"--benchmark-json={js}",
+                        "--benchmark-min-rounds=1"],
+                       cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    loaded = bench.load(js)
+    assert loaded["rows"] and {"fma_gflops", "read_gbs", "sgemm_gflops"} <= set(loaded["roofs"])
+    assert all(r["n"] == 128 for r in loaded["rows"])
+    paths = bench.figures(loaded, tmp_path / "figs")
+    assert len(paths) == 4 and all(os.path.getsize(p) > 10_000 for p in paths)
