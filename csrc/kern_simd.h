@@ -100,10 +100,12 @@ static real R(rowmax)(const real *x, int64_t n) {
 
 /* One register tile: `rows` query rows × `nvec` vectors of keys from the
  * packed Kᵀ panel kt (d, ldkt); `valid` of the nvec·VL columns are real keys
- * (the rest is zero padding and must not reach s or the row max). */
+ * (the rest is zero padding and must not reach s or the row max).  The row
+ * maxima stay vectors (mx, with nan recording any NaN seen) across the tiles
+ * of a row; the horizontal reduction happens once per row and K block. */
 static inline __attribute__((always_inline)) void R(qk_tile)(
     int rows, int nvec, int64_t d, const real *q, int64_t ldq, const real *kt, int64_t ldkt,
-    real scale, real *s, int64_t lds, real *rmax, int64_t valid) {
+    real scale, real *s, int64_t lds, VT *mx, VN_T *nan, real *tail_max, int64_t valid) {
     VT acc[QK_R][QK_C];
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < nvec; j++) acc[i][j] = V_ZERO();
@@ -119,27 +121,46 @@ static inline __attribute__((always_inline)) void R(qk_tile)(
     for (int i = 0; i < rows; i++) {
         real *si = s + i * lds;
         if (valid == (int64_t)nvec * VL) { /* a full tile: store and reduce in registers */
-            VT mx = V_SET1(-INFINITY);
-            VN_T nan = VN_INIT;
             for (int j = 0; j < nvec; j++) {
                 VT v = V_MUL(acc[i][j], vs);
                 V_STOREU(si + j * VL, v);
-                mx = V_MAX(mx, v);
-                nan = VN_ACC(nan, v);
-            }
-            if (rmax) {
-                real m = VN_ANY(nan) ? (real)NAN : V_HMAX(mx);
-                if (m > rmax[i] || m != m) rmax[i] = m;
+                mx[i] = V_MAX(mx[i], v);
+                nan[i] = VN_ACC(nan[i], v);
             }
         } else { /* the last keys of the block: through a buffer */
             real tmp[QK_W];
             for (int j = 0; j < nvec; j++) V_STOREU(tmp + j * VL, V_MUL(acc[i][j], vs));
             for (int64_t c = 0; c < valid; c++) si[c] = tmp[c];
-            if (rmax) {
-                real m = R(rowmax)(tmp, valid);
-                if (m > rmax[i] || m != m) rmax[i] = m;
-            }
+            tail_max[i] = R(rowmax)(tmp, valid);
         }
+    }
+}
+
+/* All key tiles for `rows` (<= QK_R) query rows, then their row maxima. */
+static inline __attribute__((always_inline)) void R(qk_rows)(
+    int rows, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt, int64_t ldkt,
+    real scale, real *s, int64_t lds, real *rmax) {
+    VT mx[QK_R];
+    VN_T nan[QK_R];
+    real tail[QK_R];
+    for (int i = 0; i < rows; i++) {
+        mx[i] = V_SET1(-INFINITY);
+        nan[i] = VN_INIT;
+        tail[i] = -INFINITY;
+    }
+    int64_t c0 = 0;
+    for (; c0 + QK_W <= bk; c0 += QK_W)
+        R(qk_tile)(rows, QK_C, d, q, ldq, kt + c0, ldkt, scale, s + c0, lds, mx, nan, tail, QK_W);
+    if (c0 < bk) {
+        const int64_t valid = bk - c0;
+        R(qk_tile)(rows, (int)((valid + VL - 1) / VL), d, q, ldq, kt + c0, ldkt, scale, s + c0, lds,
+                   mx, nan, tail, valid);
+    }
+    if (!rmax) return;
+    for (int i = 0; i < rows; i++) {
+        real m = VN_ANY(nan[i]) ? (real)NAN : V_HMAX(mx[i]);
+        if (tail[i] > m || tail[i] != tail[i]) m = tail[i];
+        if (m > rmax[i] || m != m) rmax[i] = m;
     }
 }
 
@@ -152,24 +173,18 @@ static void R(pack)(int64_t bk, int64_t d, const real *k, int64_t ldk, real *kt)
         for (int64_t t = 0; t < d; t++) kt[t * ldkt + c] = k[c * ldk + t];
 }
 
+/* Row tiles outer, key tiles inner: the row maxima stay in registers, and the
+ * (d, bk) Kᵀ block is read from L1/L2 once per row tile. */
 static void R(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt,
                   int64_t pbk, real scale, real *s, int64_t lds, real *rmax) {
     const int64_t ldkt = (pbk + QK_W - 1) / QK_W * QK_W; /* as packed */
-
-    for (int64_t c0 = 0; c0 < bk; c0 += QK_W) {
-        const int64_t valid = bk - c0 < QK_W ? bk - c0 : QK_W;
-        const int nvec = (int)((valid + VL - 1) / VL);
-        int64_t r0 = 0;
-        if (nvec == QK_C)
-            for (; r0 + QK_R <= bq; r0 += QK_R)
-                R(qk_tile)(QK_R, QK_C, d, q + r0 * ldq, ldq, kt + c0, ldkt, scale,
-                           s + r0 * lds + c0, lds, rmax ? rmax + r0 : NULL, valid);
-        for (; r0 < bq; r0 += QK_R) {
-            const int rows = (int)(bq - r0 < QK_R ? bq - r0 : QK_R);
-            R(qk_tile)(rows, nvec, d, q + r0 * ldq, ldq, kt + c0, ldkt, scale,
-                       s + r0 * lds + c0, lds, rmax ? rmax + r0 : NULL, valid);
-        }
-    }
+    int64_t r0 = 0;
+    for (; r0 + QK_R <= bq; r0 += QK_R)
+        R(qk_rows)(QK_R, bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
+                   rmax ? rmax + r0 : NULL);
+    if (r0 < bq)
+        R(qk_rows)((int)(bq - r0), bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
+                   rmax ? rmax + r0 : NULL);
 }
 
 /* ---- O += P·V ------------------------------------------------------------ */
