@@ -93,6 +93,10 @@ def cmd_bench(args) -> int:
     path = os.path.join(args.out, "bench.json")
     bench.save(result, path)
     print(f"results: {path}")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(bench.markdown_report(result) + "\n")
+        print(f"markdown: {args.markdown}")
     if not args.no_plots:
         for p in bench.figures(result, args.out):
             print(f"figure: {p}")
@@ -137,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     b.add_argument("--out", default="attncore-bench", help="folder for JSON and figures")
     b.add_argument("--no-plots", action="store_true")
+    b.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     b.add_argument("--no-progress", action="store_true")
     b.set_defaults(fn=cmd_bench)
 

@@ -49,10 +49,13 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         rc = cli.main(["bench", "--quick", "--sizes", "256", "--methods", "attncore-flash",
-                       "attncore-naive", "numpy", "--no-progress", "--out", str(out)])
+                       "attncore-naive", "numpy", "--no-progress", "--out", str(out),
+                       "--markdown", str(tmp_path / "t.md")])
     assert rc == 0
     text = capsys.readouterr().out
     assert "GFLOP/s" in text and "roofs: FMA" in text and "attncore-naive" in text
+    md = (tmp_path / "t.md").read_text()
+    assert "| n | d | causal |" in md and "Roofs measured in the same run" in md
     result = json.loads((out / "bench.json").read_text())
     assert result["roofs"]["fma_gflops"] > 0 and result["roofs"]["read_gbs"] > 0
     assert {r["method"] for r in result["rows"]} == {"attncore-flash", "attncore-naive", "numpy"}
