@@ -36,6 +36,19 @@ def test_head_dims(isa, rng, dtype, d):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dv", (1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 96, 128, 129))
+def test_value_dims_around_pv_tiles(isa, rng, dtype, dv):
+    # P·V tiles are 6 rows × up to 4 vectors (64 floats): rows and columns
+    # on both sides of every tile edge
+    for n in (5, 6, 7, 13):
+        q, k, v = qkv(rng, H=1, n=n, m=37, dk=8, dv=dv, dtype=dtype)
+        want = reference(q, k, v, causal=True)
+        for method in METHODS:
+            assert_close(attncore.attention(q, k, v, causal=True, method=method), want,
+                         tol(dtype, 37, 8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("block_q,block_k", [(1, 1), (5, 7), (16, 200), (64, 3), (200, 64), (7, 64)])
 def test_block_sizes_that_do_not_divide(isa, rng, dtype, block_q, block_k):
     q, k, v = qkv(rng, B=(2,), H=2, n=101, m=97, dk=12, dtype=dtype)
