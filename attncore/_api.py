@@ -89,6 +89,9 @@ def attention(
     block_k: int | None = None,
     return_lse: bool = False,
     return_weights: bool = False,
+    mask=None,
+    key_lengths=None,
+    window: int | None = None,
 ):
     """Scaled dot-product attention, ``softmax(q·kᵀ·scale)·v``, in the C core.
 
@@ -123,6 +126,17 @@ def attention(
         Also return the log-sum-exp of each score row, shape (..., H, n).
     return_weights : bool
         Also return the softmax weights (..., H, n, m); ``method="naive"`` only.
+    mask : array_like of bool, optional
+        Broadcastable to (..., H, n, m); True = may attend.  Read through its
+        broadcast strides, never expanded to the full shape.
+    key_lengths : array_like of int, optional
+        Shape ``...`` (the batch dims): batch b has ``key_lengths[b]`` real
+        keys, the rest is padding that no row sees.  With ``causal`` the
+        diagonal is aligned to the last real key, as for a right-padded cache.
+    window : int, optional
+        With ``causal``: query ``i`` sees keys ``i + (m - n) - window < j <=
+        i + (m - n)``.  The blockwise kernel skips every block outside the
+        band, so the cost grows as n·window, not n².
 
     Returns
     -------
@@ -139,6 +153,7 @@ def attention(
     """
     method = V.method_name(method)
     p = V.problem(q, k, v, scale=scale)
+    vis = V.visibility(p, causal, window, mask, key_lengths)
     bq, bk = V.block_size(block_q, "block_q"), V.block_size(block_k, "block_k")
     if return_weights and method != "naive":
         raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
@@ -148,13 +163,13 @@ def attention(
     weights = None
     nt = get_num_threads()
     if method == "flash":
-        _core.flash(p.q, p.k, p.v, out, lse, p.scale, bool(causal), bq, bk, nt)
+        _core.flash(p.q, p.k, p.v, out, lse, p.scale, vis, bq, bk, nt)
     else:
         table = B * H * n * m if return_weights else n * m
         V.check_table(table, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
         if return_weights:
             weights = np.empty((B, H, n, m), p.dtype)
-        _core.naive(p.q, p.k, p.v, out, lse, weights, p.scale, bool(causal), nt)
+        _core.naive(p.q, p.k, p.v, out, lse, weights, p.scale, vis, nt)
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))
@@ -163,18 +178,21 @@ def attention(
     return result[0] if len(result) == 1 else tuple(result)
 
 
-def scores(q, k, *, scale: float | None = None, causal: bool = False) -> np.ndarray:
-    """The scaled score table ``q·kᵀ·scale``, ``-inf`` where the causal mask hides a key.
+def scores(q, k, *, scale: float | None = None, causal: bool = False, mask=None,
+           key_lengths=None, window: int | None = None) -> np.ndarray:
+    """The scaled score table ``q·kᵀ·scale``, ``-inf`` where a key is hidden
+    (by ``causal``, ``window``, ``mask`` or ``key_lengths``, as in :func:`attention`).
 
     Shapes as in :func:`attention`: q (..., H, n, d_k), k (..., H_kv, m, d_k);
     returns (..., H, n, m) in the inputs' dtype.  Cost: 2·B·H·n·m·d_k FLOPs and
     B·H·n·m values of memory (MemoryError up front when they cannot fit).
     """
     p = V.problem(q, k, scale=scale)
+    vis = V.visibility(p, causal, window, mask, key_lengths)
     B, H, Hkv, n, m, dk, _ = p.shape
     V.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
     s = np.empty((B, H, n, m), p.dtype)
-    _core.scores(p.q, p.k, s, p.scale, bool(causal), get_num_threads())
+    _core.scores(p.q, p.k, s, p.scale, vis, get_num_threads())
     return s.reshape(p.lead + (n, m))
 
 

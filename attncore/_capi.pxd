@@ -1,6 +1,6 @@
 # Declarations of csrc/attncore.h, mirrored one to one.  Every function is
 # nogil and returns a status code (or a plain value); none raises.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint8_t
 
 cdef extern from "attncore.h" nogil:
     ctypedef enum ac_status:
@@ -18,6 +18,10 @@ cdef extern from "attncore.h" nogil:
         int64_t v_stride[3]
         double scale
         int causal
+        int64_t window
+        const int64_t *key_lengths
+        const uint8_t *mask
+        int64_t mask_stride[4]
         int64_t block_q, block_k
         int num_threads
 

@@ -7,7 +7,7 @@ float dtype, with outputs already allocated.  This layer only turns views into
 pointers and element strides, and C status codes into exceptions.
 """
 cimport cython
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint8_t
 
 from attncore._capi cimport *
 
@@ -41,9 +41,25 @@ cdef int _strides3(int64_t *dst, Py_ssize_t *shape, Py_ssize_t *strides,
 
 
 cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
-                        Py_ssize_t dv, double scale, bint causal, int64_t block_q,
+                        Py_ssize_t dv, double scale, object vis, int64_t block_q,
                         int64_t block_k, int nthreads) except *:
+    """vis: attncore._validate.Visibility (its arrays stay alive with it)."""
     cdef ac_attn_args a
+    cdef const int64_t[::1] kl
+    cdef const uint8_t[:, :, :, :] mk
+    a.causal = vis.causal
+    a.window = vis.window
+    a.key_lengths = NULL
+    a.mask = NULL
+    a.mask_stride[0] = a.mask_stride[1] = a.mask_stride[2] = a.mask_stride[3] = 0
+    if vis.key_lengths is not None and vis.key_lengths.shape[0] > 0:
+        kl = vis.key_lengths
+        a.key_lengths = &kl[0]
+    if vis.mask is not None and vis.mask.size > 0:
+        mk = vis.mask
+        a.mask = &mk[0, 0, 0, 0]
+        for i in range(4):
+            a.mask_stride[i] = mk.strides[i]
     a.batch = q.shape[0]
     a.heads = q.shape[1]
     a.kv_heads = k.shape[1]
@@ -55,7 +71,6 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
     _strides3(a.k_stride, k.shape, k.strides, sizeof(real))
     a.v_stride[0] = a.v_stride[1] = a.v_stride[2] = 0
     a.scale = scale
-    a.causal = causal
     a.block_q = block_q
     a.block_k = block_k
     a.num_threads = nthreads
@@ -64,9 +79,9 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
 
 @cython.boundscheck(False)
 def flash(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
-          real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, bint causal,
+          real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, object vis,
           int64_t block_q, int64_t block_k, int nthreads):
-    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, causal, block_q, block_k, nthreads)
+    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
     _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
     cdef int rc
     with nogil:
@@ -83,9 +98,9 @@ def flash(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :
 @cython.boundscheck(False)
 def naive(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, real[:, :, :, ::1] weights,
-          double scale, bint causal, int nthreads):
+          double scale, object vis, int nthreads):
     """weights=None: the n×m table lives in the core's own workspace."""
-    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, causal, 0, 0, nthreads)
+    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, 0, 0, nthreads)
     _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
     cdef real *w = NULL
     if weights is not None:
@@ -104,8 +119,8 @@ def naive(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :
 
 @cython.boundscheck(False)
 def scores(const real[:, :, :, :] q, const real[:, :, :, :] k, real[:, :, :, ::1] s,
-           double scale, bint causal, int nthreads):
-    cdef ac_attn_args a = _args(q, k, 0, scale, causal, 0, 0, nthreads)
+           double scale, object vis, int nthreads):
+    cdef ac_attn_args a = _args(q, k, 0, scale, vis, 0, 0, nthreads)
     cdef int rc
     with nogil:
         if real is float:

@@ -95,6 +95,7 @@ class Problem:
     k: np.ndarray
     v: np.ndarray | None
     lead: tuple  # leading shape of the outputs: (..., H) or () for 2-D inputs
+    batch: tuple  # the batch dims `...` alone
     scale: float
 
     @property
@@ -168,8 +169,68 @@ def problem(q, k, v=None, *, scale=None) -> Problem:
         k=four_d(ka, Hkv, m, dk),
         v=four_d(arrays["v"], Hkv, m, dv) if v is not None else None,
         lead=qlead + ((H,) if qa.ndim > 2 else ()),
+        batch=qlead,
         scale=positive_scale(scale, dk),
     )
+
+
+@dataclass
+class Visibility:
+    """Which keys each query row sees, in the core's terms."""
+
+    causal: bool
+    window: int  # 0: none
+    key_lengths: np.ndarray | None  # (B,) int64
+    mask: np.ndarray | None  # (B, H, n, m) uint8 view, 0 strides where it broadcasts
+
+
+def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> Visibility:
+    """Check causal / window / mask / key_lengths against the problem."""
+    B, H, Hkv, n, m, *_ = p.shape
+    causal = bool(causal)
+    w = 0
+    if window is not None:
+        if isinstance(window, (bool, np.bool_)):
+            raise ValueError(f"window must be a positive integer or None, got {window!r}")
+        try:
+            w = operator.index(window)
+        except TypeError:
+            raise ValueError(f"window must be a positive integer or None, got {window!r}") from None
+        if w < 1:
+            raise ValueError(f"window must be a positive integer or None, got {w}")
+        if not causal:
+            raise ValueError("window needs causal=True: it is the band of w keys ending at "
+                             "the causal diagonal")
+        w = min(w, 2**62)
+    kl = None
+    if key_lengths is not None:
+        kl = np.asarray(key_lengths)
+        if kl.dtype.kind not in "iu":
+            raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
+        try:
+            kl = np.broadcast_to(kl, p.batch)
+        except ValueError:
+            raise ValueError(f"key_lengths must have the batch shape {p.batch}, got shape "
+                             f"{kl.shape}") from None
+        if kl.size and (kl.min() < 0 or kl.max() > m):
+            raise ValueError(f"key_lengths must lie in [0, m={m}], got values from {kl.min()} "
+                             f"to {kl.max()}")
+        kl = np.ascontiguousarray(kl, dtype=np.int64).reshape(B)
+    mk = None
+    if mask is not None:
+        mk = np.asarray(mask)
+        if mk.dtype != np.bool_:
+            raise TypeError(f"mask must be a boolean array (True = may attend), got dtype {mk.dtype}")
+        full = p.lead + (n, m)
+        try:
+            mk = np.broadcast_to(mk.view(np.uint8), full)
+        except ValueError:
+            raise ValueError(f"mask of shape {mk.shape} does not broadcast to {full}") from None
+        try:  # a view whenever the broadcast dims can be merged; never the full mask
+            mk = np.reshape(mk, (B, H, n, m), copy=False)
+        except ValueError:
+            mk = np.ascontiguousarray(mk).reshape(B, H, n, m)
+    return Visibility(causal, w, kl, mk)
 
 
 def memory_limit() -> int:

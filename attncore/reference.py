@@ -18,15 +18,30 @@ __all__ = ["attention", "scores", "softmax"]
 _quiet = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
 
 
-def _scores4(p: V.Problem, causal: bool) -> np.ndarray:
-    """(B, H, n, m) scores; kv head h // group serves query head h."""
+def _visible(p: V.Problem, vis: V.Visibility) -> np.ndarray:
+    """(B, H, n, m): may query i of (batch b, head h) see key j?"""
+    B, H, Hkv, n, m, *_ = p.shape
+    ms = vis.key_lengths if vis.key_lengths is not None else np.full(B, m)
+    mb = ms[:, None, None, None]  # each batch's own key count
+    i = np.arange(n)[None, None, :, None]
+    j = np.arange(m)[None, None, None, :]
+    seen = np.broadcast_to(j < mb, (B, H, n, m))
+    if vis.causal:
+        seen = seen & (j <= i + (mb - n))  # bottom-right aligned
+        if vis.window:
+            seen = seen & (j > i + (mb - n) - vis.window)
+    if vis.mask is not None:
+        seen = seen & vis.mask.astype(bool)
+    return seen
+
+
+def _scores4(p: V.Problem, vis: V.Visibility) -> np.ndarray:
+    """(B, H, n, m) scores, -inf where hidden; kv head h // group serves query head h."""
     B, H, Hkv, n, m, dk, _ = p.shape
     k = np.repeat(p.k, H // Hkv, axis=1) if Hkv else p.k
     with np.errstate(**_quiet):
         s = np.matmul(p.q, np.swapaxes(k, -1, -2)) * p.dtype.type(p.scale)
-    if causal:
-        s = np.where(_visible(n, m, True), s, -np.inf).astype(p.dtype)
-    return s
+    return np.where(_visible(p, vis), s, -np.inf).astype(p.dtype)
 
 
 def _softmax_last(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -41,13 +56,6 @@ def _softmax_last(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w.astype(x.dtype), lse.astype(x.dtype)
 
 
-def _visible(n: int, m: int, causal: bool) -> np.ndarray:
-    """(n, m): may query i see key j?  Causal is bottom-right aligned."""
-    if not causal:
-        return np.ones((n, m), bool)
-    return np.arange(m)[None, :] <= np.arange(n)[:, None] + (m - n)
-
-
 def _weighted_sum(w: np.ndarray, v: np.ndarray, visible: np.ndarray) -> np.ndarray:
     """w @ v over the keys each row may see.  A masked key has weight 0, and
     0·v = 0 unless v is inf or NaN: only then are masked terms left out
@@ -60,11 +68,12 @@ def _weighted_sum(w: np.ndarray, v: np.ndarray, visible: np.ndarray) -> np.ndarr
         return np.where(visible[..., None], terms, 0).sum(axis=-2).astype(w.dtype)
 
 
-def scores(q, k, *, scale=None, causal=False) -> np.ndarray:
+def scores(q, k, *, scale=None, causal=False, mask=None, key_lengths=None, window=None):
     """Reference for :func:`attncore.scores`."""
     p = V.problem(q, k, scale=scale)
+    vis = V.visibility(p, causal, window, mask, key_lengths)
     B, H, Hkv, n, m, *_ = p.shape
-    return _scores4(p, bool(causal)).reshape(p.lead + (n, m))
+    return _scores4(p, vis).reshape(p.lead + (n, m))
 
 
 def softmax(x, axis=-1) -> np.ndarray:
@@ -92,19 +101,23 @@ def attention(
     block_k=None,
     return_lse=False,
     return_weights=False,
+    mask=None,
+    key_lengths=None,
+    window=None,
 ):
     """Reference for :func:`attncore.attention` (``method`` and block sizes are
     validated, then ignored: the reference always materialises)."""
     V.method_name(method)
     p = V.problem(q, k, v, scale=scale)
+    vis = V.visibility(p, causal, window, mask, key_lengths)
     V.block_size(block_q, "block_q")
     V.block_size(block_k, "block_k")
     if return_weights and method != "naive":
         raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
     B, H, Hkv, n, m, dk, dv = p.shape
-    w, lse = _softmax_last(_scores4(p, bool(causal)))
+    w, lse = _softmax_last(_scores4(p, vis))
     v4 = np.repeat(p.v, H // Hkv, axis=1) if Hkv else p.v
-    out = _weighted_sum(w, v4, _visible(n, m, bool(causal)))
+    out = _weighted_sum(w, v4, _visible(p, vis))
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))

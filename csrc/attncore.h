@@ -13,6 +13,9 @@
  * GQA/MQA: query head h reads kv head h / (H / Hkv).
  *
  * Causal is bottom-right aligned: query i sees key j iff j <= i + (m - n).
+ * With key_lengths, m is the batch's own key count (right padding is never
+ * seen, and causal aligns to the last real key).  A window keeps the w keys
+ * ending at the diagonal; a boolean mask hides what it marks 0.
  * A row that sees no key gives output 0 and lse -inf, never NaN.
  *
  * Every entry point validates its arguments, returns an ac_status, never
@@ -44,6 +47,10 @@ typedef struct {
     int64_t v_stride[3];
     double scale;                   /* > 0 and finite */
     int causal;                     /* bottom-right aligned causal mask */
+    int64_t window;                 /* > 0 (with causal): keys i+(m-n)-window < j <= i+(m-n) */
+    const int64_t *key_lengths;     /* (batch): keys j >= key_lengths[b] hidden; or NULL */
+    const uint8_t *mask;            /* boolean (batch, head, n, m) view, 1 = may attend; or NULL */
+    int64_t mask_stride[4];         /* its strides in bytes (0 where it broadcasts) */
     int64_t block_q, block_k;       /* blockwise tile sizes; 0 = the tuned default */
     int num_threads;                /* OpenMP threads; <= 0 = the OpenMP default */
 } ac_attn_args;

@@ -16,8 +16,9 @@
  * and once at the end O_i /= l_i, lse_i = m_i + log l_i.
  *
  * Causal: blocks wholly above the diagonal are never visited (the loop stops
- * at the last key any row of the block can see); only blocks crossing the
- * diagonal are masked.  Memory: one (bq, bk) tile and 3·bq numbers per
+ * at the last key any row of the block can see), nor, with a window, those
+ * wholly below the band, so the cost grows as n·w; only blocks crossing an
+ * edge of the band (or under a boolean mask) are masked.  Memory: one (bq, bk) tile and 3·bq numbers per
  * thread, and one packed copy of K (laid out for the micro-kernel) per call.
  */
 #ifndef AC_TEMPLATE
@@ -29,37 +30,36 @@
 #else
 
 /* One Q block [i0, i0 + rows) of one head against its kv head's packed K
- * blocks kp (psize values apart) and V; s is the (rows, bk) tile, mi/li/bmax
- * per-row state, o the (rows, dv) rows of the output. */
-static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t bk,
-                           const real *qb, const real *kp, int64_t psize, const real *vh,
-                           int64_t i0, int64_t rows, real *s, real *mi, real *li, real *bmax,
-                           real *o, real *lse) {
-    const int64_t n = a->n, m = a->m, dv = a->dv;
+ * blocks kp (psize values apart) and V; vis says which keys each row sees;
+ * s is the (rows, bk) tile, mi/li/bmax per-row state, o the (rows, dv) rows
+ * of the output. */
+static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
+                           int64_t bk, const real *qb, const real *kp, int64_t psize,
+                           const real *vh, int64_t i0, int64_t rows, real *s, real *mi, real *li,
+                           real *bmax, real *o, real *lse) {
+    const int64_t m = a->m, dv = a->dv;
     const int64_t ldq = a->q_stride[2], ldv = a->v_stride[2];
     const real scale = (real)a->scale;
-    const int64_t kv_end = a->causal ? ac_causal_end(i0 + rows, n, m) : m;
-    /* keys before this are visible to every row of the block */
-    const int64_t unmasked_end = a->causal ? ac_causal_end(i0 + 1, n, m) : m;
+    /* the band of keys any row of the block sees: blocks outside it are
+     * never visited (above the causal diagonal, below the window, padding) */
+    const int64_t kv_begin = ac_vis_lo(vis, i0) / bk * bk, kv_end = ac_vis_hi(vis, i0 + rows - 1);
 
     memset(o, 0, (size_t)(rows * dv) * sizeof(real));
     for (int64_t r = 0; r < rows; r++) {
         mi[r] = -INFINITY;
         li[r] = 0;
     }
-    for (int64_t j0 = 0; j0 < kv_end; j0 += bk) {
+    for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk;
-        const int diagonal = j0 + cols > unmasked_end;
+        const int edge = !ac_vis_clear(vis, i0, rows, j0, cols);
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) bmax[r] = -INFINITY;
         K->R(qk)(rows, cols, a->dk, qb, ldq, kp + (j0 / bk) * psize, m - j0 < bk ? m - j0 : bk,
-                 scale, s, bk, diagonal ? NULL : bmax);
-        if (diagonal) /* mask the upper part, then take the maxima of what is left */
-            for (int64_t r = 0; r < rows; r++) {
-                int64_t c = ac_causal_end(i0 + r + 1, n, m) - j0;
-                for (c = c < 0 ? 0 : c; c < cols; c++) s[r * bk + c] = -INFINITY;
-                bmax[r] = K->R(rowmax)(s + r * bk, cols);
-            }
+                 scale, s, bk, edge ? NULL : bmax);
+        if (edge) { /* a block on the diagonal or the band's edge: mask, then take the maxima */
+            R(ac_mask_tile)(vis, i0, rows, j0, cols, s, bk);
+            for (int64_t r = 0; r < rows; r++) bmax[r] = K->R(rowmax)(s + r * bk, cols);
+        }
         /* pass 2: online softmax update, row by row */
         for (int64_t r = 0; r < rows; r++) {
             real *sr = s + r * bk; /* (cols) */
@@ -75,8 +75,7 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, int64_t b
                 for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
         }
         /* pass 3: accumulate P·V */
-        R(ac_pv_causal)(K, rows, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv,
-                        a->causal ? i0 + 1 + (m - n) - j0 : cols);
+        R(ac_pv_tile)(K, vis, i0, j0, rows, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv);
     }
     /* normalise once; a row that saw nothing stays 0 with lse = -inf */
     for (int64_t r = 0; r < rows; r++) {
@@ -136,7 +135,9 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
             const int64_t b = hb / H, h = hb % H, i0 = qblk * bq;
             const int64_t rows = n - i0 < bq ? n - i0 : bq;
             const int64_t hk = h / group;
-            R(flash_block)(K, a, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
+            R(flash_block)(K, a, &vis, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
                            kpack + (b * Hkv + hk) * nkb * psize, psize,
                            v + b * a->v_stride[0] + hk * a->v_stride[1], i0, rows, s,
                            s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq,

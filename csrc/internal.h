@@ -87,23 +87,65 @@ static inline int ac_mul(int64_t a, int64_t b, int64_t *r) {
 float ac_softmax_row_f32(const ac_kernels *K, float *y, int64_t n);
 double ac_softmax_row_f64(const ac_kernels *K, double *y, int64_t n);
 
-/* O += P·V over a tile whose row r sees only its first clamp(e0 + r, 0, cols)
- * keys (e0 >= cols: no mask in the tile).  For a causal tile of rows from i0
- * and keys from j0, e0 = i0 + 1 + (m - n) - j0, unclamped.  Masked keys never reach a row,
- * even when their values are inf or NaN (tiles.c). */
-void ac_pv_causal_f32(const ac_kernels *K, int64_t rows, int64_t cols, int64_t dv,
-                      const float *p, int64_t ldp, const float *v, int64_t ldv, float *o,
-                      int64_t ldo, int64_t e0);
-void ac_pv_causal_f64(const ac_kernels *K, int64_t rows, int64_t cols, int64_t dv,
-                      const double *p, int64_t ldp, const double *v, int64_t ldv, double *o,
-                      int64_t ldo, int64_t e0);
 
-/* Causal: the rows [0, i1) of an (n, m) problem see at least one key of
- * [0, end) and none after it (0 <= end <= m). */
-static inline int64_t ac_causal_end(int64_t i1, int64_t n, int64_t m) {
-    int64_t e = i1 + (m - n);
-    return e < 0 ? 0 : (e > m ? m : e);
+/* ---- which keys a row sees ---------------------------------------------
+ * For one (batch, head): row i sees the keys [lo(i), hi(i)) that the boolean
+ * mask also allows.  hi and lo never decrease with i, which is what lets the
+ * blockwise kernel skip whole blocks outside the band. */
+typedef struct {
+    int64_t n, m;             /* query rows; keys in play (key_lengths applied) */
+    int causal;
+    int64_t window;           /* 0: none */
+    const uint8_t *mask;      /* (n, m) view for this (batch, head), or NULL */
+    int64_t mask_rs, mask_cs; /* its strides in bytes */
+} ac_vis;
+
+static inline void ac_vis_init(ac_vis *v, const ac_attn_args *a, int64_t b, int64_t h) {
+    v->n = a->n;
+    v->m = a->m;
+    if (a->key_lengths) {
+        int64_t len = a->key_lengths[b];
+        v->m = len < 0 ? 0 : (len < a->m ? len : a->m);
+    }
+    v->causal = a->causal;
+    v->window = a->causal ? a->window : 0;
+    v->mask = a->mask ? a->mask + b * a->mask_stride[0] + h * a->mask_stride[1] : NULL;
+    v->mask_rs = a->mask_stride[2];
+    v->mask_cs = a->mask_stride[3];
 }
+
+static inline int64_t ac_vis_hi(const ac_vis *v, int64_t i) {
+    if (!v->causal) return v->m;
+    int64_t e = i + 1 + (v->m - v->n);
+    return e < 0 ? 0 : (e > v->m ? v->m : e);
+}
+
+static inline int64_t ac_vis_lo(const ac_vis *v, int64_t i) {
+    if (v->window <= 0) return 0;
+    int64_t lo = i + 1 + (v->m - v->n) - v->window, hi = ac_vis_hi(v, i);
+    return lo < 0 ? 0 : (lo > hi ? hi : lo);
+}
+
+/* Rows [i0, i0+rows) see every key of [j0, j0+cols): nothing to mask. */
+static inline int ac_vis_clear(const ac_vis *v, int64_t i0, int64_t rows, int64_t j0,
+                               int64_t cols) {
+    return !v->mask && j0 >= ac_vis_lo(v, i0 + rows - 1) && j0 + cols <= ac_vis_hi(v, i0);
+}
+
+/* Set s[r, c] = -inf where row i0+r cannot see key j0+c (tiles.c). */
+void ac_mask_tile_f32(const ac_vis *v, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                      float *s, int64_t lds);
+void ac_mask_tile_f64(const ac_vis *v, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                      double *s, int64_t lds);
+
+/* O += P·V for the tile of rows from i0 and keys from j0; keys a row cannot
+ * see never reach it, even when their values are inf or NaN (tiles.c). */
+void ac_pv_tile_f32(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t j0,
+                    int64_t rows, int64_t cols, int64_t dv, const float *p, int64_t ldp,
+                    const float *v, int64_t ldv, float *o, int64_t ldo);
+void ac_pv_tile_f64(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t j0,
+                    int64_t rows, int64_t cols, int64_t dv, const double *p, int64_t ldp,
+                    const double *v, int64_t ldv, double *o, int64_t ldo);
 
 #define AC_NUM_THREADS(nt) ((nt) > 0 ? (nt) : ac_max_threads())
 

@@ -125,7 +125,8 @@ int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const voi
         return AC_EINVAL;
     if (a->heads > 0 && (a->kv_heads == 0 || a->heads % a->kv_heads != 0)) return AC_EINVAL;
     if (!(a->scale > 0) || !isfinite(a->scale)) return AC_EINVAL;
-    if (a->block_q < 0 || a->block_k < 0) return AC_EINVAL;
+    if (a->block_q < 0 || a->block_k < 0 || a->window < 0) return AC_EINVAL;
+    if (a->window > 0 && !a->causal) return AC_EINVAL; /* a window is a causal band */
     /* Sizes must be representable: B·H·n·max(m, dv, dk) elements. */
     int64_t bh, rows, t;
     if (!ac_mul(a->batch, a->heads, &bh) || !ac_mul(bh, a->n, &rows)) return AC_ENOMEM;

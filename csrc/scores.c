@@ -4,7 +4,7 @@
  * the whole n×m table in memory between passes:
  *
  *   pass 1: S = Q·Kᵀ·scale          (n, m)  every cell, masked ones included
- *   pass 2: S[i, j] = -inf where the causal mask hides key j from query i
+ *   pass 2: S[i, j] = -inf where the mask hides key j from query i
  *   pass 3: A = softmax(S) by rows   (n, m)  in place
  *   pass 4: O = A·V                  (n, dv)
  *
@@ -23,8 +23,8 @@
 /* Passes 1 and 2 for one head into s (n, m), inside a parallel region: the
  * team packs the head's K blocks into kp (one block every psize values), then
  * splits the rows. */
-static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const real *qh,
-                           const real *kh, real *s, real *kp, int64_t psize) {
+static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
+                           const real *qh, const real *kh, real *s, real *kp, int64_t psize) {
     const int64_t n = a->n, m = a->m, bq = K->block_q, bk = K->block_k;
     const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2];
     const real scale = (real)a->scale;
@@ -42,10 +42,7 @@ static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const rea
             K->R(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
                      s + i0 * m + j0, m, NULL);
         }
-        if (a->causal)
-            for (int64_t i = i0; i < i0 + rows; i++)
-                for (int64_t j = ac_causal_end(i + 1, n, m); j < m; j++)
-                    s[i * m + j] = -INFINITY;
+        if (!ac_vis_clear(vis, i0, rows, 0, m)) R(ac_mask_tile)(vis, i0, rows, 0, m, s + i0 * m, m);
     }
 }
 
@@ -66,10 +63,13 @@ int R(ac_scores)(const ac_attn_args *a, const real *q, const real *k, real *s) {
     if (!kp) return AC_ENOMEM;
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     for (int64_t b = 0; b < a->batch; b++)
-        for (int64_t h = 0; h < a->heads; h++)
-            R(score_table)(K, a, q + b * a->q_stride[0] + h * a->q_stride[1],
+        for (int64_t h = 0; h < a->heads; h++) {
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
+            R(score_table)(K, a, &vis, q + b * a->q_stride[0] + h * a->q_stride[1],
                            k + b * a->k_stride[0] + (h / group) * a->k_stride[1],
                            s + (b * a->heads + h) * nm, kp, psize);
+        }
     ac_ws_free(kp, npack, sizeof(real));
     return AC_OK;
 }
@@ -106,8 +106,10 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
             const real *vh = v + b * a->v_stride[0] + (h / group) * a->v_stride[1];
             real *s = weights ? weights + hb * nm : table; /* (n, m) */
             real *oh = out + hb * n * dv;                  /* (n, dv) */
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
             /* passes 1-2: the masked score table */
-            R(score_table)(K, a, qh, kh, s, kp, psize);
+            R(score_table)(K, a, &vis, qh, kh, s, kp, psize);
             /* pass 3: row softmax in place (omp for ends with a barrier) */
             #pragma omp for schedule(static)
             for (int64_t i = 0; i < n; i++) {
@@ -119,8 +121,8 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
             for (int64_t qb = 0; qb < nqb; qb++) {
                 const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
                 memset(oh + i0 * dv, 0, (size_t)(rows * dv) * sizeof(real));
-                R(ac_pv_causal)(K, rows, m, dv, s + i0 * m, m, vh, a->v_stride[2], oh + i0 * dv,
-                                dv, a->causal ? i0 + 1 + (m - n) : m);
+                R(ac_pv_tile)(K, &vis, i0, 0, rows, m, dv, s + i0 * m, m, vh, a->v_stride[2],
+                              oh + i0 * dv, dv);
             }
         }
     }

@@ -75,3 +75,20 @@ def test_causal_row_ignores_later_keys(isa, p, seed, method):
     a = attncore.attention(q, k, v, causal=True, method=method, block_q=7, block_k=5)
     b = attncore.attention(q, k2, v2, causal=True, method=method, block_q=7, block_k=5)
     assert np.array_equal(a[:, i], b[:, i])
+
+
+@given(problems(), st.integers(0, 2**32 - 1), st.booleans(), st.booleans(),
+       st.integers(1, 80), st.integers(1, 80))
+def test_blockwise_equals_reference_under_masks(isa, p, seed, use_window, use_mask, bq, bk):
+    q, k, v = p
+    n, m, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    rng = np.random.default_rng(seed)
+    kw = {"causal": use_window or bool(rng.integers(2))}
+    if use_window:
+        kw["window"] = int(rng.integers(1, m + 3))
+    if use_mask:
+        kw["mask"] = rng.random((n, m)) < 0.7
+    want = attncore.reference.attention(q.astype(np.float64), k.astype(np.float64),
+                                        v.astype(np.float64), **kw)
+    got = attncore.attention(q, k, v, block_q=bq, block_k=bk, **kw)
+    assert_close(got, want, 2 * tol(q.dtype, m, d))
