@@ -19,7 +19,15 @@ except ImportError as e:  # a source tree without the built extension
     ) from e
 
 from attncore import reference
-from attncore._api import attention, get_num_threads, info, scores, set_num_threads, softmax
+from attncore._api import (
+    attention,
+    get_num_threads,
+    info,
+    merge,
+    scores,
+    set_num_threads,
+    softmax,
+)
 from attncore._isa import _apply_env_isa
 
 try:
@@ -33,6 +41,7 @@ __all__ = [
     "attention",
     "scores",
     "softmax",
+    "merge",
     "set_num_threads",
     "get_num_threads",
     "info",

@@ -12,7 +12,8 @@ from attncore import _core
 from attncore import _isa
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax", "set_num_threads", "get_num_threads", "info"]
+__all__ = ["attention", "scores", "softmax", "merge", "set_num_threads", "get_num_threads",
+           "info"]
 
 # ---- threads ------------------------------------------------------------------
 
@@ -194,6 +195,39 @@ def scores(q, k, *, scale: float | None = None, causal: bool = False, mask=None,
     s = np.empty((B, H, n, m), p.dtype)
     _core.scores(p.q, p.k, s, p.scale, vis, get_num_threads())
     return s.reshape(p.lead + (n, m))
+
+
+def merge(o_a, lse_a, o_b, lse_b, *more):
+    """Combine attention results over disjoint sets of keys: ``(o_a, lse_a) ⊕ (o_b, lse_b)``.
+
+    If ``o_a, lse_a = attention(q, k_a, v_a, return_lse=True)`` and likewise
+    for b, the merge equals attention over the concatenated keys and values:
+    ``M = max(lse_a, lse_b)``, ``w = exp(lse - M)``, ``o = (w_a o_a + w_b o_b) /
+    (w_a + w_b)``, ``lse = M + log(w_a + w_b)``.  Exact, commutative and
+    associative; a part that saw no key (lse = -inf) carries no weight, and
+    if none did the result is 0 with lse = -inf.  Give more pairs after the
+    first two to merge them all at once (``merge(o1, l1, o2, l2, o3, l3)``).
+
+    Shapes: every o (..., n, d_v), every lse (..., n), one float dtype.
+    Returns ``(o, lse)``.  Cost: O(parts · n · d_v).
+    """
+    outs, lses, shape, dtype = V.merge_parts((o_a, lse_a, o_b, lse_b) + more)
+    rows = math.prod(shape[:-1])
+    dv = shape[-1]
+    flat_o = [np.ascontiguousarray(o, dtype=dtype).reshape(rows, dv) for o in outs]
+    flat_l = [np.ascontiguousarray(lse, dtype=dtype).reshape(rows) for lse in lses]
+    nt = get_num_threads()
+    while len(flat_o) > 1:  # groups of MERGE_MAX_PARTS, then the merged groups
+        step = _core.MERGE_MAX_PARTS
+        next_o, next_l = [], []
+        for g in range(0, len(flat_o), step):
+            out = np.empty((rows, dv), dtype)
+            lse = np.empty(rows, dtype)
+            _core.merge(flat_o[g:g + step], flat_l[g:g + step], out, lse, nt)
+            next_o.append(out)
+            next_l.append(lse)
+        flat_o, flat_l = next_o, next_l
+    return flat_o[0].reshape(shape), flat_l[0].reshape(shape[:-1])
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:

@@ -40,6 +40,12 @@ cdef extern from "attncore.h" nogil:
     int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                        int num_threads)
 
+    int ac_merge_f32(int64_t parts, int64_t rows, int64_t dv, const float *const *o,
+                     const float *const *lse, float *out, float *lse_out, int num_threads)
+    int ac_merge_f64(int64_t parts, int64_t rows, int64_t dv, const double *const *o,
+                     const double *const *lse, double *out, double *lse_out, int num_threads)
+    int AC_MERGE_MAX_PARTS
+
     int ac_exp_f32(int64_t count, const float *x, float *y)
     int ac_exp_f64(int64_t count, const double *x, double *y)
 

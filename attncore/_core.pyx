@@ -143,6 +143,42 @@ def softmax(const real[:, ::1] x, real[:, ::1] y, real[::1] lse, int nthreads):
         _raise(rc)
 
 
+MERGE_MAX_PARTS = AC_MERGE_MAX_PARTS
+
+
+def merge(list outs, list lses, real[:, ::1] out, real[::1] lse, int nthreads):
+    """outs: (rows, dv) C-contiguous arrays, lses: (rows,) arrays, one dtype."""
+    cdef Py_ssize_t parts = len(outs), c
+    if parts < 1 or parts > AC_MERGE_MAX_PARTS or len(lses) != parts:
+        raise ValueError("attncore: merge takes 1 to MERGE_MAX_PARTS parts")
+    cdef const real *op[64]
+    cdef const real *lp[64]
+    cdef const real[:, ::1] ov
+    cdef const real[::1] lv
+    views = []  # keep every buffer alive while the core reads it
+    for c in range(parts):
+        ov = outs[c]
+        lv = lses[c]
+        if ov.shape[0] != out.shape[0] or ov.shape[1] != out.shape[1] or lv.shape[0] != lse.shape[0]:
+            raise ValueError("attncore: merge parts differ in shape")
+        views.append((ov, lv))
+        op[c] = &ov[0, 0] if ov.shape[0] * ov.shape[1] > 0 else NULL
+        lp[c] = &lv[0] if lv.shape[0] > 0 else NULL
+    cdef int rc
+    cdef int64_t rows = out.shape[0], dv = out.shape[1]
+    cdef real *po = &out[0, 0] if rows * dv > 0 else NULL
+    cdef real *pl = &lse[0] if rows > 0 else NULL
+    with nogil:
+        if real is float:
+            rc = ac_merge_f32(parts, rows, dv, <const float *const *>op, <const float *const *>lp,
+                              po, pl, nthreads)
+        else:
+            rc = ac_merge_f64(parts, rows, dv, <const double *const *>op, <const double *const *>lp,
+                              po, pl, nthreads)
+    if rc != AC_OK:
+        _raise(rc)
+
+
 @cython.boundscheck(False)
 def exp(const real[::1] x, real[::1] y):
     """y = exp(x) by the active kernels' vector exp (for testing it)."""

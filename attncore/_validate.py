@@ -233,6 +233,27 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
     return Visibility(causal, w, kl, mk)
 
 
+def merge_parts(arrays) -> tuple[list, list, tuple, np.dtype]:
+    """Check (o, lse) pairs for merge: o (..., n, dv), lse (..., n), one dtype."""
+    if len(arrays) < 2 or len(arrays) % 2:
+        raise ValueError("merge takes (o, lse) pairs: o_a, lse_a, o_b, lse_b, ...; got "
+                         f"{len(arrays)} arrays")
+    outs = [as_float_array(a, f"o_{i}") for i, a in enumerate(arrays[0::2])]
+    lses = [as_float_array(a, f"lse_{i}") for i, a in enumerate(arrays[1::2])]
+    common_dtype(**{f"o_{i}": a for i, a in enumerate(outs)},
+                 **{f"lse_{i}": a for i, a in enumerate(lses)})
+    shape = outs[0].shape
+    if len(shape) < 1:
+        raise ValueError("o_0 must have shape (..., n, d_v), got a 0-d array")
+    for i, (o, lse) in enumerate(zip(outs, lses)):
+        if o.shape != shape:
+            raise ValueError(f"o_{i} has shape {o.shape} but o_0 has {shape}")
+        if lse.shape != shape[:-1]:
+            raise ValueError(f"lse_{i} must have shape {shape[:-1]} (o's without d_v), got "
+                             f"{lse.shape}")
+    return outs, lses, shape, outs[0].dtype.newbyteorder("=")
+
+
 def memory_limit() -> int:
     """Bytes a materialised table may take: ATTNCORE_MAX_TABLE_BYTES, or the
     memory the system reports available now."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax"]
+__all__ = ["attention", "scores", "softmax", "merge"]
 
 _quiet = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
 
@@ -124,3 +124,20 @@ def attention(
     if return_weights:
         result.append(w.reshape(p.lead + (n, m)))
     return result[0] if len(result) == 1 else tuple(result)
+
+
+def merge(o_a, lse_a, o_b, lse_b, *more):
+    """Reference for :func:`attncore.merge`: the log-sum-exp rule over all parts."""
+    outs, lses, shape, dtype = V.merge_parts((o_a, lse_a, o_b, lse_b) + more)
+    o = np.stack([a.astype(dtype) for a in outs])  # (parts, ..., n, dv)
+    lse = np.stack([a.astype(dtype) for a in lses])  # (parts, ..., n)
+    with np.errstate(**_quiet):
+        mx = lse.max(axis=0)
+        safe = np.where(np.isneginf(mx), 0, mx)
+        w = np.exp(lse - safe)  # parts that saw nothing: exp(-inf) = 0
+        total = w.sum(axis=0)
+        terms = np.where((w > 0)[..., None], w[..., None] * o, 0)
+        out = np.where((total > 0)[..., None] | np.isnan(total)[..., None],
+                       terms.sum(axis=0) / total[..., None], 0)
+        out_lse = np.where(total > 0, safe + np.log(total), np.where(np.isnan(total), np.nan, -np.inf))
+    return out.astype(dtype), out_lse.astype(dtype)

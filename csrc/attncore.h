@@ -81,6 +81,16 @@ int ac_softmax_f32(int64_t rows, int64_t cols, const float *x, float *y, float *
 int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                    int num_threads);
 
+/* The log-sum-exp merge of `parts` partial results over disjoint sets of
+ * keys: o[c] (rows, dv) and lse[c] (rows), dense, into out (rows, dv) and
+ * lse_out (rows, may be NULL).  At most AC_MERGE_MAX_PARTS parts a call
+ * (merge the merged results for more: the rule is associative). */
+#define AC_MERGE_MAX_PARTS 64
+int ac_merge_f32(int64_t parts, int64_t rows, int64_t dv, const float *const *o,
+                 const float *const *lse, float *out, float *lse_out, int num_threads);
+int ac_merge_f64(int64_t parts, int64_t rows, int64_t dv, const double *const *o,
+                 const double *const *lse, double *out, double *lse_out, int num_threads);
+
 /* y = exp(x) elementwise, by the exp inside the active micro-kernels (the one
  * the softmax uses); exposed so that it can be tested against libm. */
 int ac_exp_f32(int64_t count, const float *x, float *y);

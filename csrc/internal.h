@@ -147,6 +147,15 @@ void ac_pv_tile_f64(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t 
                     int64_t rows, int64_t cols, int64_t dv, const double *p, int64_t ldp,
                     const double *v, int64_t ldv, double *o, int64_t ldo);
 
+/* The merge of one block of rows: parts c at o[c] + r*o_stride, lse[c] +
+ * r*lse_stride (merge.c); out rows ldo apart. */
+void ac_merge_rows_f32(int64_t parts, int64_t rows, int64_t dv, const float *const *o,
+                       int64_t o_stride, const float *const *lse, int64_t lse_stride, float *out,
+                       int64_t ldo, float *lse_out);
+void ac_merge_rows_f64(int64_t parts, int64_t rows, int64_t dv, const double *const *o,
+                       int64_t o_stride, const double *const *lse, int64_t lse_stride,
+                       double *out, int64_t ldo, double *lse_out);
+
 #define AC_NUM_THREADS(nt) ((nt) > 0 ? (nt) : ac_max_threads())
 
 #endif
