@@ -77,6 +77,10 @@ def info() -> dict:
 
 # ---- the functions ------------------------------------------------------------
 
+# Few query rows (decode) against many keys: split the keys across threads
+# and merge (-1: when it pays, 0: never, 1: always).  Tests force each path.
+_SPLIT_KV = -1
+
 
 def attention(
     q,
@@ -117,7 +121,10 @@ def attention(
         Positive and finite; default ``1/sqrt(d_k)``.
     method : {"flash", "naive"}
         ``"flash"``: blockwise online softmax (FlashAttention-2 order),
-        O(n·d) memory, blocks above the causal diagonal skipped.
+        O(n·d) memory, blocks above the causal diagonal skipped.  With few
+        query rows (decode: up to 32 rows per GQA group) it splits the keys
+        into chunks processed in parallel, every query head of a group served
+        by one pass over its K/V, and merges the chunks (see :func:`merge`).
         ``"naive"``: the n×m score table materialised, O(n·m) memory per head;
         a table that cannot fit raises MemoryError before anything is allocated.
     block_q, block_k : int, optional
@@ -164,6 +171,7 @@ def attention(
     weights = None
     nt = get_num_threads()
     if method == "flash":
+        vis.split_kv = _SPLIT_KV
         _core.flash(p.q, p.k, p.v, out, lse, p.scale, vis, bq, bk, nt)
     else:
         table = B * H * n * m if return_weights else n * m

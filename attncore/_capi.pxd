@@ -23,6 +23,7 @@ cdef extern from "attncore.h" nogil:
         const uint8_t *mask
         int64_t mask_stride[4]
         int64_t block_q, block_k
+        int split_kv
         int num_threads
 
     int ac_flash_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,

@@ -71,6 +71,7 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
     _strides3(a.k_stride, k.shape, k.strides, sizeof(real))
     a.v_stride[0] = a.v_stride[1] = a.v_stride[2] = 0
     a.scale = scale
+    a.split_kv = vis.split_kv
     a.block_q = block_q
     a.block_k = block_k
     a.num_threads = nthreads

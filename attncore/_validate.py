@@ -182,6 +182,7 @@ class Visibility:
     window: int  # 0: none
     key_lengths: np.ndarray | None  # (B,) int64
     mask: np.ndarray | None  # (B, H, n, m) uint8 view, 0 strides where it broadcasts
+    split_kv: int = -1  # few query rows: split the keys? -1 when it pays, 0 never, 1 always
 
 
 def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> Visibility:

@@ -52,10 +52,13 @@ typedef struct {
     const uint8_t *mask;            /* boolean (batch, head, n, m) view, 1 = may attend; or NULL */
     int64_t mask_stride[4];         /* its strides in bytes (0 where it broadcasts) */
     int64_t block_q, block_k;       /* blockwise tile sizes; 0 = the tuned default */
+    int split_kv;                   /* few query rows: split the keys (decode.c)?
+                                       -1 = when it pays, 0 = never, 1 = always */
     int num_threads;                /* OpenMP threads; <= 0 = the OpenMP default */
 } ac_attn_args;
 
-/* Blockwise online-softmax attention (FlashAttention-2 order). O(n·d) memory. */
+/* Blockwise online-softmax attention (FlashAttention-2 order). O(n·d) memory.
+ * With few query rows (decode) it splits the keys instead (split_kv). */
 int ac_flash_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                  float *out, float *lse);
 int ac_flash_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,

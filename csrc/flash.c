@@ -44,11 +44,7 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_
      * never visited (above the causal diagonal, below the window, padding) */
     const int64_t kv_begin = ac_vis_lo(vis, i0) / bk * bk, kv_end = ac_vis_hi(vis, i0 + rows - 1);
 
-    memset(o, 0, (size_t)(rows * dv) * sizeof(real));
-    for (int64_t r = 0; r < rows; r++) {
-        mi[r] = -INFINITY;
-        li[r] = 0;
-    }
+    R(ac_online_start)(rows, mi, li, o, dv);
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk;
         const int edge = !ac_vis_clear(vis, i0, rows, j0, cols);
@@ -57,32 +53,15 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_
         K->R(qk)(rows, cols, a->dk, qb, ldq, kp + (j0 / bk) * psize, m - j0 < bk ? m - j0 : bk,
                  scale, s, bk, edge ? NULL : bmax);
         if (edge) { /* a block on the diagonal or the band's edge: mask, then take the maxima */
-            R(ac_mask_tile)(vis, i0, rows, j0, cols, s, bk);
+            R(ac_mask_tile)(vis, i0, rows, rows, j0, cols, s, bk);
             for (int64_t r = 0; r < rows; r++) bmax[r] = K->R(rowmax)(s + r * bk, cols);
         }
         /* pass 2: online softmax update, row by row */
-        for (int64_t r = 0; r < rows; r++) {
-            real *sr = s + r * bk; /* (cols) */
-            real mnew = (bmax[r] > mi[r] || bmax[r] != bmax[r]) ? bmax[r] : mi[r];
-            if (mnew == -INFINITY) { /* nothing visible yet in this row */
-                memset(sr, 0, (size_t)cols * sizeof(real));
-                continue;
-            }
-            real alpha = R_EXP(mi[r] - mnew); /* 0 on the first visible block */
-            li[r] = alpha * li[r] + K->R(expsum)(sr, cols, mnew);
-            mi[r] = mnew;
-            if (alpha != 1)
-                for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
-        }
+        R(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
         /* pass 3: accumulate P·V */
-        R(ac_pv_tile)(K, vis, i0, j0, rows, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv);
+        R(ac_pv_tile)(K, vis, i0, rows, rows, j0, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv);
     }
-    /* normalise once; a row that saw nothing stays 0 with lse = -inf */
-    for (int64_t r = 0; r < rows; r++) {
-        real inv = li[r] > 0 || li[r] != li[r] ? 1 / li[r] : 0;
-        for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= inv;
-        if (lse) lse[r] = li[r] > 0 || li[r] != li[r] ? mi[r] + R_LOG(li[r]) : -INFINITY;
-    }
+    R(ac_online_finish)(rows, mi, li, o, dv, lse);
 }
 
 int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out,
@@ -91,6 +70,7 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
     if (rc != AC_OK) return rc;
     const int64_t n = a->n, m = a->m, dv = a->dv, H = a->heads;
     if (n == 0 || a->batch == 0 || H == 0) return AC_OK;
+    if (ac_decode_applies(a)) return R(ac_decode)(a, q, k, v, out, lse);
     const ac_kernels *K = ac_kernels_active();
     int64_t bq = a->block_q, bk = a->block_k;
     if (bq == 0 || bk == 0) {

@@ -28,6 +28,8 @@
  *         and, if rmax is not NULL, rmax[r] = max(rmax[r], max_c s[r, c]),
  *         NaN-propagating: the scale and the running max are fused into the
  *         store of the tile.
+ * qkd:    qk straight from K rows (ldk apart), no packing, for a few query
+ *         rows against many keys (decode): each K row is read once for all rows.
  * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv)
  *         plain IEEE arithmetic (0 · NaN is NaN); ac_pv_causal keeps masked
  *         keys out where that matters.
@@ -41,6 +43,8 @@
                      real *rmax);                                                         \
     void (*pv_##suf)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,      \
                      const real *v, int64_t ldv, real *o, int64_t ldo);                   \
+    void (*qkd_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,      \
+                      const real *k, int64_t ldk, real scale, real *s, int64_t lds);      \
     real (*rowmax_##suf)(const real *x, int64_t n);                                       \
     real (*expsum_##suf)(real *x, int64_t n, real shift);
 
@@ -132,20 +136,22 @@ static inline int ac_vis_clear(const ac_vis *v, int64_t i0, int64_t rows, int64_
     return !v->mask && j0 >= ac_vis_lo(v, i0 + rows - 1) && j0 + cols <= ac_vis_hi(v, i0);
 }
 
-/* Set s[r, c] = -inf where row i0+r cannot see key j0+c (tiles.c). */
-void ac_mask_tile_f32(const ac_vis *v, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                      float *s, int64_t lds);
-void ac_mask_tile_f64(const ac_vis *v, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                      double *s, int64_t lds);
+/* Set s[r, c] = -inf where tile row r cannot see key j0+c (tiles.c).  Row r
+ * is query i0 + r % period: period = rows for a plain Q block; decode stacks
+ * the n rows of every query head of a GQA group, period = n. */
+void ac_mask_tile_f32(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, int64_t j0,
+                      int64_t cols, float *s, int64_t lds);
+void ac_mask_tile_f64(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, int64_t j0,
+                      int64_t cols, double *s, int64_t lds);
 
-/* O += P·V for the tile of rows from i0 and keys from j0; keys a row cannot
- * see never reach it, even when their values are inf or NaN (tiles.c). */
-void ac_pv_tile_f32(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t j0,
-                    int64_t rows, int64_t cols, int64_t dv, const float *p, int64_t ldp,
-                    const float *v, int64_t ldv, float *o, int64_t ldo);
-void ac_pv_tile_f64(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t j0,
-                    int64_t rows, int64_t cols, int64_t dv, const double *p, int64_t ldp,
-                    const double *v, int64_t ldv, double *o, int64_t ldo);
+/* O += P·V for a tile of rows (as in ac_mask_tile) and keys from j0; keys a
+ * row cannot see never reach it, even when their values are inf or NaN. */
+void ac_pv_tile_f32(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
+                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const float *p,
+                    int64_t ldp, const float *v, int64_t ldv, float *o, int64_t ldo);
+void ac_pv_tile_f64(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
+                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const double *p,
+                    int64_t ldp, const double *v, int64_t ldv, double *o, int64_t ldo);
 
 /* The merge of one block of rows: parts c at o[c] + r*o_stride, lse[c] +
  * r*lse_stride (merge.c); out rows ldo apart. */
@@ -155,6 +161,30 @@ void ac_merge_rows_f32(int64_t parts, int64_t rows, int64_t dv, const float *con
 void ac_merge_rows_f64(int64_t parts, int64_t rows, int64_t dv, const double *const *o,
                        int64_t o_stride, const double *const *lse, int64_t lse_stride,
                        double *out, int64_t ldo, double *lse_out);
+
+/* The online softmax over a stream of score tiles (tiles.c): start zeroes
+ * O (rows, dv) and sets m = -inf, l = 0; update folds in one tile whose row
+ * maxima are bmax (P = exp(S - m') in place, the rescale of l and O);
+ * finish divides by l and writes lse (0 and -inf for a row that saw nothing). */
+#define AC_ONLINE_DECL(real, suf)                                                          \
+    void ac_online_start_##suf(int64_t rows, real *mi, real *li, real *o, int64_t dv);      \
+    void ac_online_update_##suf(const ac_kernels *K, int64_t rows, int64_t cols, real *s,  \
+                                int64_t lds, const real *bmax, real *mi, real *li, real *o, \
+                                int64_t dv);                                               \
+    void ac_online_finish_##suf(int64_t rows, const real *mi, const real *li, real *o,     \
+                                int64_t dv, real *lse);
+AC_ONLINE_DECL(float, f32)
+AC_ONLINE_DECL(double, f64)
+
+/* Split-KV decode (decode.c): used by ac_flash when a GQA group stacks at
+ * most AC_DECODE_MAX_ROWS query rows and there are keys for two chunks. */
+#define AC_DECODE_MAX_ROWS 32
+#define AC_DECODE_MIN_CHUNK 256
+int ac_decode_applies(const ac_attn_args *a);
+int ac_decode_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                  float *out, float *lse);
+int ac_decode_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                  double *out, double *lse);
 
 #define AC_NUM_THREADS(nt) ((nt) > 0 ? (nt) : ac_max_threads())
 

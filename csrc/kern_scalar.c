@@ -40,9 +40,9 @@ const ac_kernels ac_kernels_scalar = {
     .block_k = 64,
     .kt_pad = 1,
     .pack_f32 = pack_scalar_f32, .qk_f32 = qk_scalar_f32, .pv_f32 = pv_scalar_f32,
-    .rowmax_f32 = rowmax_scalar_f32, .expsum_f32 = expsum_scalar_f32,
+    .qkd_f32 = qkd_scalar_f32, .rowmax_f32 = rowmax_scalar_f32, .expsum_f32 = expsum_scalar_f32,
     .pack_f64 = pack_scalar_f64, .qk_f64 = qk_scalar_f64, .pv_f64 = pv_scalar_f64,
-    .rowmax_f64 = rowmax_scalar_f64, .expsum_f64 = expsum_scalar_f64,
+    .qkd_f64 = qkd_scalar_f64, .rowmax_f64 = rowmax_scalar_f64, .expsum_f64 = expsum_scalar_f64,
     .fma_probe = fma_probe_scalar, .read_probe = read_probe_scalar,
 };
 
@@ -56,11 +56,8 @@ static void R(pack_scalar)(int64_t bk, int64_t d, const real *k, int64_t ldk, re
         for (int64_t t = 0; t < d; t++) kp[c * d + t] = k[c * ldk + t];
 }
 
-static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                         const real *k, int64_t pbk, real scale, real *s, int64_t lds,
-                         real *rmax) {
-    const int64_t ldk = d;
-    (void)pbk; /* rows of d values whatever the block's size */
+static void R(qkd_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
+                          const real *k, int64_t ldk, real scale, real *s, int64_t lds) {
     for (int64_t r = 0; r < bq; r++) {
         const real *qr = q + r * ldq; /* (d) */
         real *sr = s + r * lds;       /* (bk) */
@@ -70,11 +67,19 @@ static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64
             for (int64_t t = 0; t < d; t++) acc += qr[t] * kc[t];
             sr[c] = acc * scale;
         }
-        if (rmax) {
-            real mx = R(rowmax_scalar)(sr, bk);
+    }
+}
+
+static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
+                         const real *k, int64_t pbk, real scale, real *s, int64_t lds,
+                         real *rmax) {
+    (void)pbk; /* packed rows are d values apart whatever the block's size */
+    R(qkd_scalar)(bq, bk, d, q, ldq, k, d, scale, s, lds);
+    if (rmax)
+        for (int64_t r = 0; r < bq; r++) {
+            real mx = R(rowmax_scalar)(s + r * lds, bk);
             if (mx > rmax[r] || mx != mx) rmax[r] = mx;
         }
-    }
 }
 
 static void R(pv_scalar)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,

@@ -187,6 +187,31 @@ static void R(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
                    rmax ? rmax + r0 : NULL);
 }
 
+/* S = scale · Q·Kᵀ read straight from K's rows, for few query rows (decode):
+ * each K row is loaded once and multiplied into up to 4 query rows, then
+ * each dot product is summed across its vector. */
+static void R(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *k,
+                   int64_t ldk, real scale, real *s, int64_t lds) {
+    const int64_t dvec = d / VL * VL;
+    for (int64_t r0 = 0; r0 < bq; r0 += 4) {
+        const int rows = (int)(bq - r0 < 4 ? bq - r0 : 4);
+        const real *qr = q + r0 * ldq;
+        for (int64_t c = 0; c < bk; c++) {
+            const real *kc = k + c * ldk; /* (d) */
+            VT acc[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
+            for (int64_t t = 0; t < dvec; t += VL) {
+                VT kv = V_LOADU(kc + t);
+                for (int i = 0; i < rows; i++) acc[i] = V_FMA(V_LOADU(qr + i * ldq + t), kv, acc[i]);
+            }
+            for (int i = 0; i < rows; i++) {
+                real x = V_HSUM(acc[i]);
+                for (int64_t t = dvec; t < d; t++) x += qr[i * ldq + t] * kc[t];
+                s[(r0 + i) * lds + c] = x * scale;
+            }
+        }
+    }
+}
+
 /* ---- O += P·V ------------------------------------------------------------ */
 
 static inline __attribute__((always_inline)) void R(pv_tile)(

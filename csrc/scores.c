@@ -42,7 +42,7 @@ static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_
             K->R(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
                      s + i0 * m + j0, m, NULL);
         }
-        if (!ac_vis_clear(vis, i0, rows, 0, m)) R(ac_mask_tile)(vis, i0, rows, 0, m, s + i0 * m, m);
+        if (!ac_vis_clear(vis, i0, rows, 0, m)) R(ac_mask_tile)(vis, i0, rows, rows, 0, m, s + i0 * m, m);
     }
 }
 
@@ -121,8 +121,8 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
             for (int64_t qb = 0; qb < nqb; qb++) {
                 const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
                 memset(oh + i0 * dv, 0, (size_t)(rows * dv) * sizeof(real));
-                R(ac_pv_tile)(K, &vis, i0, 0, rows, m, dv, s + i0 * m, m, vh, a->v_stride[2],
-                              oh + i0 * dv, dv);
+                R(ac_pv_tile)(K, &vis, i0, rows, rows, 0, m, dv, s + i0 * m, m, vh,
+                              a->v_stride[2], oh + i0 * dv, dv);
             }
         }
     }

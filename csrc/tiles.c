@@ -2,21 +2,24 @@
  * written once over the micro-kernel table. */
 #ifndef AC_TEMPLATE
 #define AC_TEMPLATE "tiles.c"
+#include <string.h>
+
 #include "internal.h"
 #include "template.h"
 #else
 
-void R(ac_mask_tile)(const ac_vis *v, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                     real *s, int64_t lds) {
+void R(ac_mask_tile)(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, int64_t j0,
+                     int64_t cols, real *s, int64_t lds) {
     for (int64_t r = 0; r < rows; r++) {
         real *sr = s + r * lds; /* (cols) */
-        int64_t lo = ac_vis_lo(v, i0 + r) - j0, hi = ac_vis_hi(v, i0 + r) - j0;
+        const int64_t i = i0 + r % period;
+        int64_t lo = ac_vis_lo(v, i) - j0, hi = ac_vis_hi(v, i) - j0;
         lo = lo < 0 ? 0 : (lo > cols ? cols : lo);
         hi = hi < lo ? lo : (hi > cols ? cols : hi);
         for (int64_t c = 0; c < lo; c++) sr[c] = -INFINITY;
         for (int64_t c = hi; c < cols; c++) sr[c] = -INFINITY;
         if (v->mask) {
-            const uint8_t *mr = v->mask + (i0 + r) * v->mask_rs + j0 * v->mask_cs;
+            const uint8_t *mr = v->mask + i * v->mask_rs + j0 * v->mask_cs;
             for (int64_t c = lo; c < hi; c++)
                 if (!mr[c * v->mask_cs]) sr[c] = -INFINITY;
         }
@@ -35,15 +38,16 @@ static int R(all_finite)(const real *v, int64_t rows, int64_t cols, int64_t ld) 
  * holds inf or NaN (0 · inf = NaN) would a masked key leak into a row that
  * cannot see it: then each row takes only the keys it sees.  The check reads
  * the (cols, dv) V tile once, next to the rows·cols·dv work it guards. */
-void R(ac_pv_tile)(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t j0,
-                   int64_t rows, int64_t cols, int64_t dv, const real *p, int64_t ldp,
-                   const real *v, int64_t ldv, real *o, int64_t ldo) {
-    if (ac_vis_clear(vis, i0, rows, j0, cols) || R(all_finite)(v, cols, dv, ldv)) {
+void R(ac_pv_tile)(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
+                   int64_t period, int64_t j0, int64_t cols, int64_t dv, const real *p,
+                   int64_t ldp, const real *v, int64_t ldv, real *o, int64_t ldo) {
+    const int64_t span = rows < period ? rows : period;
+    if (ac_vis_clear(vis, i0, span, j0, cols) || R(all_finite)(v, cols, dv, ldv)) {
         K->R(pv)(rows, cols, dv, p, ldp, v, ldv, o, ldo);
         return;
     }
     for (int64_t r = 0; r < rows; r++) {
-        const int64_t i = i0 + r;
+        const int64_t i = i0 + r % period;
         int64_t lo = ac_vis_lo(vis, i) - j0, hi = ac_vis_hi(vis, i) - j0;
         lo = lo < 0 ? 0 : lo;
         hi = hi > cols ? cols : hi;
@@ -51,6 +55,46 @@ void R(ac_pv_tile)(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t j
             if (vis->mask && !vis->mask[i * vis->mask_rs + (j0 + c) * vis->mask_cs]) continue;
             K->R(pv)(1, 1, dv, p + r * ldp + c, ldp, v + c * ldv, ldv, o + r * ldo, ldo);
         }
+    }
+}
+
+/* ---- the online softmax, shared by the blockwise and decode kernels ---- */
+
+void R(ac_online_start)(int64_t rows, real *mi, real *li, real *o, int64_t dv) {
+    memset(o, 0, (size_t)(rows * dv) * sizeof(real));
+    for (int64_t r = 0; r < rows; r++) {
+        mi[r] = -INFINITY;
+        li[r] = 0;
+    }
+}
+
+/* A new score tile s (rows, cols) whose row maxima are bmax: P = exp(S - m')
+ * in place, l = α·l + ΣP, O *= α with α = exp(m - m'), m = m'. */
+void R(ac_online_update)(const ac_kernels *K, int64_t rows, int64_t cols, real *s, int64_t lds,
+                         const real *bmax, real *mi, real *li, real *o, int64_t dv) {
+    for (int64_t r = 0; r < rows; r++) {
+        real *sr = s + r * lds; /* (cols) */
+        real mnew = (bmax[r] > mi[r] || bmax[r] != bmax[r]) ? bmax[r] : mi[r];
+        if (mnew == -INFINITY) { /* nothing visible yet in this row */
+            memset(sr, 0, (size_t)cols * sizeof(real));
+            continue;
+        }
+        real alpha = R_EXP(mi[r] - mnew); /* 0 on the first visible block */
+        li[r] = alpha * li[r] + K->R(expsum)(sr, cols, mnew);
+        mi[r] = mnew;
+        if (alpha != 1)
+            for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
+    }
+}
+
+/* Normalise once; a row that saw nothing stays 0 with lse = -inf. */
+void R(ac_online_finish)(int64_t rows, const real *mi, const real *li, real *o, int64_t dv,
+                         real *lse) {
+    for (int64_t r = 0; r < rows; r++) {
+        const int seen = li[r] > 0 || li[r] != li[r];
+        real inv = seen ? 1 / li[r] : 0;
+        for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= inv;
+        if (lse) lse[r] = seen ? mi[r] + R_LOG(li[r]) : -INFINITY;
     }
 }
 
