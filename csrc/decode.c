@@ -49,7 +49,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const real *k, const real
     int64_t chunk = (m + nch - 1) / nch;
     chunk = (chunk + 15) / 16 * 16;
     nch = m > 0 ? (m + chunk - 1) / chunk : 1;
-    const int64_t bk = 128; /* keys per score tile inside a chunk */
+    const int64_t bk = 512; /* keys per score tile inside a chunk */
     const int64_t ntasks = B * Hkv * nch;
 
     int64_t npart;

@@ -198,13 +198,23 @@ static void R(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq
         const real *qr = q + r0 * ldq;
         for (int64_t c = 0; c < bk; c++) {
             const real *kc = k + c * ldk; /* (d) */
+            /* two accumulators a row, so the FMA latency is not one long chain */
             VT acc[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
-            for (int64_t t = 0; t < dvec; t += VL) {
+            VT acc2[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
+            int64_t t = 0;
+            for (; t + 2 * VL <= dvec; t += 2 * VL) {
+                VT kv = V_LOADU(kc + t), kv2 = V_LOADU(kc + t + VL);
+                for (int i = 0; i < rows; i++) {
+                    acc[i] = V_FMA(V_LOADU(qr + i * ldq + t), kv, acc[i]);
+                    acc2[i] = V_FMA(V_LOADU(qr + i * ldq + t + VL), kv2, acc2[i]);
+                }
+            }
+            for (; t < dvec; t += VL) {
                 VT kv = V_LOADU(kc + t);
                 for (int i = 0; i < rows; i++) acc[i] = V_FMA(V_LOADU(qr + i * ldq + t), kv, acc[i]);
             }
             for (int i = 0; i < rows; i++) {
-                real x = V_HSUM(acc[i]);
+                real x = V_HSUM(V_ADD(acc[i], acc2[i]));
                 for (int64_t t = dvec; t < d; t++) x += qr[i * ldq + t] * kc[t];
                 s[(r0 + i) * lds + c] = x * scale;
             }
