@@ -29,6 +29,7 @@ from attncore._api import (
     softmax,
 )
 from attncore._isa import _apply_env_isa
+from attncore.kvcache import KVCache
 
 try:
     __version__ = version("attncore")
@@ -42,6 +43,7 @@ __all__ = [
     "scores",
     "softmax",
     "merge",
+    "KVCache",
     "set_num_threads",
     "get_num_threads",
     "info",

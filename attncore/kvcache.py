@@ -1,0 +1,116 @@
+"""KVCache: a preallocated key/value cache for token-by-token decoding."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncore import _validate as V
+from attncore._api import attention
+
+
+class KVCache:
+    """Keys and values of one attention layer, appended as tokens arrive.
+
+    Storage is ``(*batch, kv_heads, capacity, head_dim)`` for keys (and
+    ``value_dim`` for values), preallocated; :meth:`append` writes the new
+    tokens in place and doubles the capacity when it runs out, so a sequence
+    of m tokens costs O(m) copying in all, not O(m²).  :meth:`attend` runs
+    :func:`attncore.attention` of the newest queries against the filled part,
+    read in place (a strided view, no copy).
+
+    Parameters
+    ----------
+    kv_heads, head_dim : int
+    batch : tuple of int
+        Leading batch dims (default: none).
+    value_dim : int, optional
+        Default ``head_dim``.
+    dtype : float32 or float64
+    capacity : int
+        Initial capacity in tokens.
+    """
+
+    def __init__(self, kv_heads: int, head_dim: int, *, batch: tuple = (), value_dim=None,
+                 dtype=np.float32, capacity: int = 256):
+        dtype = np.dtype(dtype)
+        if dtype not in V.FLOAT_DTYPES:
+            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+        for name, x in (("kv_heads", kv_heads), ("head_dim", head_dim), ("capacity", capacity)):
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 1:
+                raise ValueError(f"{name} must be a positive integer, got {x!r}")
+        value_dim = head_dim if value_dim is None else value_dim
+        if isinstance(value_dim, (bool, np.bool_)) or not isinstance(value_dim, (int, np.integer)) \
+                or value_dim < 1:
+            raise ValueError(f"value_dim must be a positive integer, got {value_dim!r}")
+        self.batch = tuple(int(b) for b in batch)
+        self.kv_heads, self.head_dim, self.value_dim = int(kv_heads), int(head_dim), int(value_dim)
+        self.dtype = dtype
+        self._k = np.empty(self.batch + (self.kv_heads, int(capacity), self.head_dim), dtype)
+        self._v = np.empty(self.batch + (self.kv_heads, int(capacity), self.value_dim), dtype)
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def capacity(self) -> int:
+        return self._k.shape[-2]
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The filled keys, (*batch, kv_heads, len, head_dim): a read-only view."""
+        view = self._k[..., : self._len, :]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def values(self) -> np.ndarray:
+        """The filled values, (*batch, kv_heads, len, value_dim): a read-only view."""
+        view = self._v[..., : self._len, :]
+        view.flags.writeable = False
+        return view
+
+    def _grow(self, need: int) -> None:
+        cap = self.capacity
+        while cap < need:
+            cap *= 2
+        for name in ("_k", "_v"):
+            old = getattr(self, name)
+            new = np.empty(old.shape[:-2] + (cap, old.shape[-1]), self.dtype)
+            new[..., : self._len, :] = old[..., : self._len, :]
+            setattr(self, name, new)
+
+    def append(self, k, v) -> None:
+        """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
+        k = V.as_float_array(k, "k")
+        v = V.as_float_array(v, "v")
+        want_k = self.batch + (self.kv_heads, None, self.head_dim)
+        for name, a, want in (("k", k, want_k),
+                              ("v", v, self.batch + (self.kv_heads, None, self.value_dim))):
+            if a.ndim != len(want) or any(w is not None and s != w for s, w in zip(a.shape, want)):
+                shown = tuple("t" if w is None else w for w in want)
+                raise ValueError(f"{name} must have shape {shown}, got {a.shape}")
+            if a.dtype.newbyteorder("=") != self.dtype:
+                raise TypeError(f"{name} has dtype {a.dtype} but the cache holds {self.dtype}")
+        t = k.shape[-2]
+        if v.shape[-2] != t:
+            raise ValueError(f"k has {t} tokens but v has {v.shape[-2]}")
+        if self._len + t > self.capacity:
+            self._grow(self._len + t)
+        self._k[..., self._len : self._len + t, :] = k
+        self._v[..., self._len : self._len + t, :] = v
+        self._len += t
+
+    def attend(self, q, causal: bool = True, **kwargs):
+        """attention(q, keys, values, causal=causal, **kwargs) over the filled cache.
+
+        q (*batch, H, n, head_dim) holds the n newest tokens' queries (H a
+        multiple of kv_heads); causal is bottom-right aligned, so query i
+        sees the cached keys and the new ones up to itself.
+        """
+        return attention(q, self.keys, self.values, causal=causal, **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"KVCache(batch={self.batch}, kv_heads={self.kv_heads}, head_dim={self.head_dim}, "
+                f"value_dim={self.value_dim}, dtype={self.dtype}, len={self._len}, "
+                f"capacity={self.capacity})")
