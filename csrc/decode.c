@@ -97,7 +97,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const real *k, const real
                 for (int64_t r = 0; r < rows; r++) bmax[r] = K->R(rowmax)(s + r * bk, cols);
                 R(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
                 R(ac_pv_tile)(K, &vis, 0, rows, n, j0, cols, dv, s, bk, vh + j0 * a->v_stride[2],
-                              a->v_stride[2], o, dv);
+                              a->v_stride[2], o, dv, -1);
             }
             R(ac_online_finish)(rows, mi, li, o, dv, l_out);
         }

@@ -30,12 +30,13 @@
 #else
 
 /* One Q block [i0, i0 + rows) of one head against its kv head's packed K
- * blocks kp (psize values apart) and V; vis says which keys each row sees;
+ * blocks kp (psize values apart) and V (vfin: is each V block finite?);
+ * vis says which keys each row sees;
  * s is the (rows, bk) tile, mi/li/bmax per-row state, o the (rows, dv) rows
  * of the output. */
 static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
                            int64_t bk, const real *qb, const real *kp, int64_t psize,
-                           const real *vh, int64_t i0, int64_t rows, real *s, real *mi, real *li,
+                           const real *vh, const unsigned char *vfin, int64_t i0, int64_t rows, real *s, real *mi, real *li,
                            real *bmax, real *o, real *lse) {
     const int64_t m = a->m, dv = a->dv;
     const int64_t ldq = a->q_stride[2], ldv = a->v_stride[2];
@@ -59,7 +60,8 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_
         /* pass 2: online softmax update, row by row */
         R(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
         /* pass 3: accumulate P·V */
-        R(ac_pv_tile)(K, vis, i0, rows, rows, j0, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv);
+        R(ac_pv_tile)(K, vis, i0, rows, rows, j0, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv,
+                      vfin[j0 / bk]);
     }
     R(ac_online_finish)(rows, mi, li, o, dv, lse);
 }
@@ -88,7 +90,12 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
      * all Q blocks (and all query heads of a GQA group) then share. */
     const int64_t psize = ac_kpack_size(K, bk, a->dk), npack = a->batch * Hkv * nkb;
     real *kpack = ac_ws_alloc(npack > 0 ? npack * psize : 1, sizeof(real));
-    if (!kpack) return AC_ENOMEM;
+    unsigned char *vfin = ac_ws_alloc(npack > 0 ? npack : 1, 1); /* is V block t finite? */
+    if (!kpack || !vfin) {
+        ac_ws_free(kpack, npack > 0 ? npack * psize : 1, sizeof(real));
+        ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
+        return AC_ENOMEM;
+    }
     int failed = 0;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
@@ -96,9 +103,13 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
         #pragma omp for schedule(static)
         for (int64_t t = 0; t < npack; t++) {
             const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, j0 = t % nkb * bk;
-            K->R(pack)(m - j0 < bk ? m - j0 : bk, a->dk,
+            const int64_t cols = m - j0 < bk ? m - j0 : bk;
+            K->R(pack)(cols, a->dk,
                        k + b * a->k_stride[0] + hk * a->k_stride[1] + j0 * a->k_stride[2],
                        a->k_stride[2], kpack + t * psize);
+            vfin[t] = (unsigned char)R(ac_all_finite)(
+                v + b * a->v_stride[0] + hk * a->v_stride[1] + j0 * a->v_stride[2], cols, a->dv,
+                a->v_stride[2]);
         }
         /* (bq, bk) tile, then m_i, l_i and the block maxima */
         real *s = ac_ws_alloc(scratch, sizeof(real));
@@ -119,13 +130,15 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
             ac_vis_init(&vis, a, b, h);
             R(flash_block)(K, a, &vis, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
                            kpack + (b * Hkv + hk) * nkb * psize, psize,
-                           v + b * a->v_stride[0] + hk * a->v_stride[1], i0, rows, s,
+                           v + b * a->v_stride[0] + hk * a->v_stride[1],
+                           vfin + (b * Hkv + hk) * nkb, i0, rows, s,
                            s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq,
                            out + (hb * n + i0) * dv, lse ? lse + hb * n + i0 : NULL);
         }
         ac_ws_free(s, scratch, sizeof(real));
     }
     ac_ws_free(kpack, npack > 0 ? npack * psize : 1, sizeof(real));
+    ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
     return failed ? AC_ENOMEM : AC_OK;
 }
 

@@ -148,10 +148,14 @@ void ac_mask_tile_f64(const ac_vis *v, int64_t i0, int64_t rows, int64_t period,
  * row cannot see never reach it, even when their values are inf or NaN. */
 void ac_pv_tile_f32(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
                     int64_t period, int64_t j0, int64_t cols, int64_t dv, const float *p,
-                    int64_t ldp, const float *v, int64_t ldv, float *o, int64_t ldo);
+                    int64_t ldp, const float *v, int64_t ldv, float *o, int64_t ldo,
+                    int v_finite);
+int ac_all_finite_f32(const float *v, int64_t rows, int64_t cols, int64_t ld);
 void ac_pv_tile_f64(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
                     int64_t period, int64_t j0, int64_t cols, int64_t dv, const double *p,
-                    int64_t ldp, const double *v, int64_t ldv, double *o, int64_t ldo);
+                    int64_t ldp, const double *v, int64_t ldv, double *o, int64_t ldo,
+                    int v_finite);
+int ac_all_finite_f64(const double *v, int64_t rows, int64_t cols, int64_t ld);
 
 /* The merge of one block of rows: parts c at o[c] + r*o_stride, lse[c] +
  * r*lse_stride (merge.c); out rows ldo apart. */

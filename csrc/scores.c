@@ -92,12 +92,21 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
     int64_t psize, npack = R(pack_size)(K, a, &psize);
     real *kp = ac_ws_alloc(npack, sizeof(real));
     real *table = weights ? NULL : ac_ws_alloc(nm, sizeof(real)); /* (n, m), every head */
-    if (!kp || (!weights && !table)) {
+    const int64_t nkv = a->batch * a->kv_heads;
+    unsigned char *vfin = ac_ws_alloc(nkv, 1); /* is each kv head's V finite? */
+    if (!kp || !vfin || (!weights && !table)) {
         ac_ws_free(kp, npack, sizeof(real));
         ac_ws_free(table, nm, sizeof(real));
+        ac_ws_free(vfin, nkv, 1);
         return AC_ENOMEM;
     }
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
+    {
+    #pragma omp for schedule(static)
+    for (int64_t t = 0; t < nkv; t++)
+        vfin[t] = (unsigned char)R(ac_all_finite)(
+            v + t / a->kv_heads * a->v_stride[0] + t % a->kv_heads * a->v_stride[1], m, dv,
+            a->v_stride[2]);
     for (int64_t b = 0; b < a->batch; b++) {
         for (int64_t h = 0; h < a->heads; h++) {
             const int64_t hb = b * a->heads + h;
@@ -117,17 +126,20 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
                 if (lse) lse[hb * n + i] = l;
             }
             /* pass 4: O = A·V */
+            const int v_finite = vfin[b * a->kv_heads + h / group];
             #pragma omp for schedule(static)
             for (int64_t qb = 0; qb < nqb; qb++) {
                 const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
                 memset(oh + i0 * dv, 0, (size_t)(rows * dv) * sizeof(real));
                 R(ac_pv_tile)(K, &vis, i0, rows, rows, 0, m, dv, s + i0 * m, m, vh,
-                              a->v_stride[2], oh + i0 * dv, dv);
+                              a->v_stride[2], oh + i0 * dv, dv, v_finite);
             }
         }
     }
+    }
     ac_ws_free(kp, npack, sizeof(real));
     ac_ws_free(table, nm, sizeof(real));
+    ac_ws_free(vfin, nkv, 1);
     return AC_OK;
 }
 

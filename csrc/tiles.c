@@ -26,7 +26,7 @@ void R(ac_mask_tile)(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, 
     }
 }
 
-static int R(all_finite)(const real *v, int64_t rows, int64_t cols, int64_t ld) {
+int R(ac_all_finite)(const real *v, int64_t rows, int64_t cols, int64_t ld) {
     for (int64_t j = 0; j < rows; j++)
         for (int64_t c = 0; c < cols; c++)
             if (!isfinite(v[j * ld + c])) return 0;
@@ -36,13 +36,16 @@ static int R(all_finite)(const real *v, int64_t rows, int64_t cols, int64_t ld) 
 /* A masked key has weight exactly 0, and 0 · v is 0 for every finite v, so a
  * tile whose V is finite goes through the fast kernel whole.  Only when V
  * holds inf or NaN (0 · inf = NaN) would a masked key leak into a row that
- * cannot see it: then each row takes only the keys it sees.  The check reads
- * the (cols, dv) V tile once, next to the rows·cols·dv work it guards. */
+ * cannot see it: then each row takes only the keys it sees.  v_finite says
+ * what the caller knows of this V tile (1 finite, 0 not, -1: look here);
+ * the blockwise kernel learns it for every block once per call. */
 void R(ac_pv_tile)(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const real *p,
-                   int64_t ldp, const real *v, int64_t ldv, real *o, int64_t ldo) {
+                   int64_t ldp, const real *v, int64_t ldv, real *o, int64_t ldo,
+                   int v_finite) {
     const int64_t span = rows < period ? rows : period;
-    if (ac_vis_clear(vis, i0, span, j0, cols) || R(all_finite)(v, cols, dv, ldv)) {
+    if (ac_vis_clear(vis, i0, span, j0, cols) ||
+        (v_finite < 0 ? R(ac_all_finite)(v, cols, dv, ldv) : v_finite)) {
         K->R(pv)(rows, cols, dv, p, ldp, v, ldv, o, ldo);
         return;
     }
