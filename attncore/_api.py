@@ -82,6 +82,13 @@ def info() -> dict:
 _SPLIT_KV = -1
 
 
+def _kv_for_core(p):
+    """K and V as the core reads them: float16 travels as its bits (uint16)."""
+    if not p.kv_half:
+        return p.k, p.v
+    return p.k.view(np.uint16), (p.v.view(np.uint16) if p.v is not None else None)
+
+
 def attention(
     q,
     k,
@@ -105,8 +112,9 @@ def attention(
     q : array_like, shape (..., H, n, d_k) or (n, d_k)
     k : array_like, shape (..., H_kv, m, d_k) or (m, d_k)
     v : array_like, shape (..., H_kv, m, d_v) or (m, d_v)
-        float32 or float64, all three the same dtype; the batch dims ``...``
-        equal.  ``H`` must be a multiple of ``H_kv`` (grouped-query / multi-query
+        float32 or float64, all three the same dtype — or a float16 KV cache
+        (k and v float16 with float32 q: converted as they are loaded, the
+        arithmetic and the output float32); the batch dims ``...`` equal.  ``H`` must be a multiple of ``H_kv`` (grouped-query / multi-query
         attention): query head ``h`` reads kv head ``h // (H // H_kv)``.
         ``n != m`` (cross-attention) and ``d_v != d_k`` are fine.  Any strides
         are accepted; the fast path wants the last axis contiguous, anything
@@ -170,15 +178,16 @@ def attention(
     lse = np.empty((B, H, n), p.dtype)
     weights = None
     nt = get_num_threads()
+    k4, v4 = _kv_for_core(p)
     if method == "flash":
         vis.split_kv = _SPLIT_KV
-        _core.flash(p.q, p.k, p.v, out, lse, p.scale, vis, bq, bk, nt)
+        _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt)
     else:
         table = B * H * n * m if return_weights else n * m
         V.check_table(table, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
         if return_weights:
             weights = np.empty((B, H, n, m), p.dtype)
-        _core.naive(p.q, p.k, p.v, out, lse, weights, p.scale, vis, nt)
+        _core.naive(p.q, k4, v4, out, lse, weights, p.scale, vis, nt)
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))
@@ -201,7 +210,7 @@ def scores(q, k, *, scale: float | None = None, causal: bool = False, mask=None,
     B, H, Hkv, n, m, dk, _ = p.shape
     V.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
     s = np.empty((B, H, n, m), p.dtype)
-    _core.scores(p.q, p.k, s, p.scale, vis, get_num_threads())
+    _core.scores(p.q, _kv_for_core(p)[0], s, p.scale, vis, get_num_threads())
     return s.reshape(p.lead + (n, m))
 
 

@@ -1,6 +1,6 @@
 # Declarations of csrc/attncore.h, mirrored one to one.  Every function is
 # nogil and returns a status code (or a plain value); none raises.
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t
 
 cdef extern from "attncore.h" nogil:
     ctypedef enum ac_status:
@@ -30,6 +30,11 @@ cdef extern from "attncore.h" nogil:
                      float *out, float *lse)
     int ac_flash_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
                      double *out, double *lse)
+    int ac_flash_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                     float *out, float *lse)
+    int ac_naive_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                     float *out, float *lse, float *weights)
+    int ac_scores_f16(const ac_attn_args *a, const float *q, const uint16_t *k, float *s)
     int ac_naive_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                      float *out, float *lse, float *weights)
     int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,

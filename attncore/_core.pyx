@@ -7,13 +7,19 @@ float dtype, with outputs already allocated.  This layer only turns views into
 pointers and element strides, and C status codes into exceptions.
 """
 cimport cython
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t
 
 from attncore._capi cimport *
 
 ctypedef fused real:
     float
     double
+
+# K/V: the queries' type, or IEEE half stored as uint16 (with float32 queries)
+ctypedef fused kvt:
+    float
+    double
+    uint16_t
 
 CFLAGS = ATTNCORE_CFLAGS.decode()
 
@@ -40,7 +46,7 @@ cdef int _strides3(int64_t *dst, Py_ssize_t *shape, Py_ssize_t *strides,
     return 0
 
 
-cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
+cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
                         Py_ssize_t dv, double scale, object vis, int64_t block_q,
                         int64_t block_k, int nthreads) except *:
     """vis: attncore._validate.Visibility (its arrays stay alive with it)."""
@@ -68,7 +74,7 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
     a.dk = q.shape[3]
     a.dv = dv
     _strides3(a.q_stride, q.shape, q.strides, sizeof(real))
-    _strides3(a.k_stride, k.shape, k.strides, sizeof(real))
+    _strides3(a.k_stride, k.shape, k.strides, sizeof(kvt))
     a.v_stride[0] = a.v_stride[1] = a.v_stride[2] = 0
     a.scale = scale
     a.split_kv = vis.split_kv
@@ -79,55 +85,69 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const real[:, :, :, :] k,
 
 
 @cython.boundscheck(False)
-def flash(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
+def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, object vis,
           int64_t block_q, int64_t block_k, int nthreads):
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
-    _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(kvt))
     cdef int rc
     with nogil:
-        if real is float:
+        if real is float and kvt is float:
             rc = ac_flash_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0])
-        else:
+        elif real is double and kvt is double:
             rc = ac_flash_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0])
+        elif real is float and kvt is uint16_t:
+            rc = ac_flash_f16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0])
+        else:
+            rc = AC_EINVAL
     if rc != AC_OK:
         _raise(rc)
 
 
 @cython.boundscheck(False)
-def naive(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
+def naive(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, real[:, :, :, ::1] weights,
           double scale, object vis, int nthreads):
     """weights=None: the n×m table lives in the core's own workspace."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, 0, 0, nthreads)
-    _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(kvt))
     cdef real *w = NULL
     if weights is not None:
         w = &weights[0, 0, 0, 0]
     cdef int rc
     with nogil:
-        if real is float:
+        if real is float and kvt is float:
             rc = ac_naive_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0], w)
-        else:
+        elif real is double and kvt is double:
             rc = ac_naive_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0], w)
+        elif real is float and kvt is uint16_t:
+            rc = ac_naive_f16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0], w)
+        else:
+            rc = AC_EINVAL
     if rc != AC_OK:
         _raise(rc)
 
 
 @cython.boundscheck(False)
-def scores(const real[:, :, :, :] q, const real[:, :, :, :] k, real[:, :, :, ::1] s,
+def scores(const real[:, :, :, :] q, const kvt[:, :, :, :] k, real[:, :, :, ::1] s,
            double scale, object vis, int nthreads):
     cdef ac_attn_args a = _args(q, k, 0, scale, vis, 0, 0, nthreads)
     cdef int rc
     with nogil:
-        if real is float:
+        if real is float and kvt is float:
             rc = ac_scores_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
-        else:
+        elif real is double and kvt is double:
             rc = ac_scores_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
+        elif real is float and kvt is uint16_t:
+            rc = ac_scores_f16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
+        else:
+            rc = AC_EINVAL
     if rc != AC_OK:
         _raise(rc)
 

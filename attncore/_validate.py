@@ -16,15 +16,19 @@ from dataclasses import dataclass
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+HALF = np.dtype(np.float16)
 METHODS = ("flash", "naive")
 _INT64_MAX = 2**63 - 1
 
 
-def as_float_array(x, name: str) -> np.ndarray:
-    """np.asarray(x), refusing anything but float32/float64 with a TypeError."""
+def as_float_array(x, name: str, half: bool = False) -> np.ndarray:
+    """np.asarray(x), refusing anything but float32/float64 (and float16 when
+    `half`) with a TypeError."""
     a = np.asarray(x)
-    if a.dtype.newbyteorder("=") not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must be float32 or float64, got dtype {a.dtype}")
+    dt = a.dtype.newbyteorder("=")
+    if dt not in FLOAT_DTYPES and not (half and dt == HALF):
+        allowed = "float32, float64 or float16" if half else "float32 or float64"
+        raise TypeError(f"{name} must be {allowed}, got dtype {a.dtype}")
     return a
 
 
@@ -100,7 +104,12 @@ class Problem:
 
     @property
     def dtype(self) -> np.dtype:
+        """The dtype of the arithmetic and the outputs: the queries'."""
         return self.q.dtype
+
+    @property
+    def kv_half(self) -> bool:
+        return self.k.dtype == HALF
 
     @property
     def shape(self):  # B, H, Hkv, n, m, dk, dv
@@ -123,10 +132,19 @@ def _heads(a: np.ndarray, name: str) -> tuple:
 
 def problem(q, k, v=None, *, scale=None) -> Problem:
     """Check q, k (and v) against the shape contract and bring them to 4-D."""
-    arrays = {"q": as_float_array(q, "q"), "k": as_float_array(k, "k")}
+    arrays = {"q": as_float_array(q, "q"), "k": as_float_array(k, "k", half=True)}
     if v is not None:
-        arrays["v"] = as_float_array(v, "v")
-    common_dtype(**arrays)
+        arrays["v"] = as_float_array(v, "v", half=True)
+    kv = {name: a for name, a in arrays.items() if name != "q"}
+    if any(a.dtype.newbyteorder("=") == HALF for a in kv.values()):
+        # a float16 KV cache: K and V both float16, queries float32
+        if arrays["q"].dtype.newbyteorder("=") != np.float32 or len(
+                {a.dtype.newbyteorder("=") for a in kv.values()}) > 1:
+            got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
+            raise TypeError(f"float16 keys and values need float32 queries and must come "
+                            f"together; got {got}")
+    else:
+        common_dtype(**arrays)
     ndims = {name: a.ndim for name, a in arrays.items()}
     if len(set(ndims.values())) > 1:
         got = ", ".join(f"{n} has {d}" for n, d in ndims.items())

@@ -25,7 +25,8 @@ class KVCache:
         Leading batch dims (default: none).
     value_dim : int, optional
         Default ``head_dim``.
-    dtype : float32 or float64
+    dtype : float32, float64 or float16
+        float16 halves the bytes a decode step reads; queries are then float32.
     capacity : int
         Initial capacity in tokens.
     """
@@ -33,8 +34,8 @@ class KVCache:
     def __init__(self, kv_heads: int, head_dim: int, *, batch: tuple = (), value_dim=None,
                  dtype=np.float32, capacity: int = 256):
         dtype = np.dtype(dtype)
-        if dtype not in V.FLOAT_DTYPES:
-            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+        if dtype not in V.FLOAT_DTYPES and dtype != V.HALF:
+            raise TypeError(f"dtype must be float32, float64 or float16, got {dtype}")
         for name, x in (("kv_heads", kv_heads), ("head_dim", head_dim), ("capacity", capacity)):
             if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 1:
                 raise ValueError(f"{name} must be a positive integer, got {x!r}")
@@ -82,8 +83,8 @@ class KVCache:
 
     def append(self, k, v) -> None:
         """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
-        k = V.as_float_array(k, "k")
-        v = V.as_float_array(v, "v")
+        k = V.as_float_array(k, "k", half=True)
+        v = V.as_float_array(v, "v", half=True)
         want_k = self.batch + (self.kv_heads, None, self.head_dim)
         for name, a, want in (("k", k, want_k),
                               ("v", v, self.batch + (self.kv_heads, None, self.value_dim))):

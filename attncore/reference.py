@@ -38,7 +38,8 @@ def _visible(p: V.Problem, vis: V.Visibility) -> np.ndarray:
 def _scores4(p: V.Problem, vis: V.Visibility) -> np.ndarray:
     """(B, H, n, m) scores, -inf where hidden; kv head h // group serves query head h."""
     B, H, Hkv, n, m, dk, _ = p.shape
-    k = np.repeat(p.k, H // Hkv, axis=1) if Hkv else p.k
+    k = p.k.astype(p.dtype)  # a float16 cache: the upcast values
+    k = np.repeat(k, H // Hkv, axis=1) if Hkv else k
     with np.errstate(**_quiet):
         s = np.matmul(p.q, np.swapaxes(k, -1, -2)) * p.dtype.type(p.scale)
     return np.where(_visible(p, vis), s, -np.inf).astype(p.dtype)
@@ -116,7 +117,8 @@ def attention(
         raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
     B, H, Hkv, n, m, dk, dv = p.shape
     w, lse = _softmax_last(_scores4(p, vis))
-    v4 = np.repeat(p.v, H // Hkv, axis=1) if Hkv else p.v
+    v4 = p.v.astype(p.dtype)
+    v4 = np.repeat(v4, H // Hkv, axis=1) if Hkv else v4
     out = _weighted_sum(w, v4, _visible(p, vis))
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:

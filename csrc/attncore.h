@@ -63,6 +63,10 @@ int ac_flash_f32(const ac_attn_args *a, const float *q, const float *k, const fl
                  float *out, float *lse);
 int ac_flash_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
                  double *out, double *lse);
+/* float32 queries and outputs over float16 (IEEE half, as uint16) K and V:
+ * the values are converted as they are loaded, the arithmetic is float32. */
+int ac_flash_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                 float *out, float *lse);
 
 /* Materialised attention: S = Q·Kᵀ·scale, mask, row softmax, A·V.  The n×m
  * table is allocated per head unless `weights` (B, H, n, m) is given, in
@@ -71,11 +75,14 @@ int ac_naive_f32(const ac_attn_args *a, const float *q, const float *k, const fl
                  float *out, float *lse, float *weights);
 int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
                  double *out, double *lse, double *weights);
+int ac_naive_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                 float *out, float *lse, float *weights);
 
 /* The scaled score table (B, H, n, m), -inf where the causal mask hides a key.
  * Only the q/k fields of `a` are read (dv and v_stride are ignored). */
 int ac_scores_f32(const ac_attn_args *a, const float *q, const float *k, float *s);
 int ac_scores_f64(const ac_attn_args *a, const double *q, const double *k, double *s);
+int ac_scores_f16(const ac_attn_args *a, const float *q, const uint16_t *k, float *s);
 
 /* Stable softmax of each row of a dense (rows, cols) array; y may alias x.
  * lse (rows) may be NULL.  A row of all -inf gives zeros and lse -inf. */

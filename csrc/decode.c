@@ -30,11 +30,12 @@ int ac_decode_applies(const ac_attn_args *a) {
     return g * a->n <= AC_DECODE_MAX_ROWS && a->m >= 2 * AC_DECODE_MIN_CHUNK;
 }
 
+#define AC_TEMPLATE_F16
 #include "template.h"
 #else
 
-int R(ac_decode)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out,
-                 real *lse) {
+int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
+                 real *out, real *lse) {
     const ac_kernels *K = ac_kernels_active();
     const int64_t B = a->batch, H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m;
     const int64_t dk = a->dk, dv = a->dv, g = H / Hkv, rows = g * n;
@@ -81,25 +82,25 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const real *k, const real
                        q + b * a->q_stride[0] + (hk * g + r / n) * a->q_stride[1] +
                            (r % n) * a->q_stride[2],
                        (size_t)dk * sizeof(real));
-            const real *kh = k + b * a->k_stride[0] + hk * a->k_stride[1];
-            const real *vh = v + b * a->v_stride[0] + hk * a->v_stride[1];
+            const kvreal *kh = k + b * a->k_stride[0] + hk * a->k_stride[1];
+            const kvreal *vh = v + b * a->v_stride[0] + hk * a->v_stride[1];
             /* this chunk's keys, cut to the band any of the rows sees */
             int64_t j_begin = c * chunk, j_end = j_begin + chunk < m ? j_begin + chunk : m;
             if (j_begin < ac_vis_lo(&vis, 0)) j_begin = ac_vis_lo(&vis, 0);
             if (j_end > ac_vis_hi(&vis, n - 1)) j_end = ac_vis_hi(&vis, n - 1);
-            R(ac_online_start)(rows, mi, li, o, dv);
+            RR(ac_online_start)(rows, mi, li, o, dv);
             for (int64_t j0 = j_begin; j0 < j_end; j0 += bk) {
                 const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
                 K->R(qkd)(rows, cols, dk, qg, dk, kh + j0 * a->k_stride[2], a->k_stride[2], scale,
                           s, bk);
                 if (!ac_vis_clear(&vis, 0, n, j0, cols))
-                    R(ac_mask_tile)(&vis, 0, rows, n, j0, cols, s, bk);
-                for (int64_t r = 0; r < rows; r++) bmax[r] = K->R(rowmax)(s + r * bk, cols);
-                R(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
+                    RR(ac_mask_tile)(&vis, 0, rows, n, j0, cols, s, bk);
+                for (int64_t r = 0; r < rows; r++) bmax[r] = K->RR(rowmax)(s + r * bk, cols);
+                RR(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
                 R(ac_pv_tile)(K, &vis, 0, rows, n, j0, cols, dv, s, bk, vh + j0 * a->v_stride[2],
                               a->v_stride[2], o, dv, -1);
             }
-            R(ac_online_finish)(rows, mi, li, o, dv, l_out);
+            RR(ac_online_finish)(rows, mi, li, o, dv, l_out);
         }
         ac_ws_free(qg, scratch, sizeof(real));
 
@@ -114,7 +115,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const real *k, const real
                 lp[c] = part_lse + (bh * nch + c) * rows;
             }
             const int64_t b = bh / Hkv, hk = bh % Hkv, row0 = (b * H + hk * g) * n;
-            R(ac_merge_rows)(nch, rows, dv, op, dv, lp, 1, out + row0 * dv, dv,
+            RR(ac_merge_rows)(nch, rows, dv, op, dv, lp, 1, out + row0 * dv, dv,
                              lse ? lse + row0 : NULL);
         }
     }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "internal.h"
+#define AC_TEMPLATE_F16
 #include "template.h"
 #else
 
@@ -36,7 +37,7 @@
  * of the output. */
 static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
                            int64_t bk, const real *qb, const real *kp, int64_t psize,
-                           const real *vh, const unsigned char *vfin, int64_t i0, int64_t rows, real *s, real *mi, real *li,
+                           const kvreal *vh, const unsigned char *vfin, int64_t i0, int64_t rows, real *s, real *mi, real *li,
                            real *bmax, real *o, real *lse) {
     const int64_t m = a->m, dv = a->dv;
     const int64_t ldq = a->q_stride[2], ldv = a->v_stride[2];
@@ -45,28 +46,28 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_
      * never visited (above the causal diagonal, below the window, padding) */
     const int64_t kv_begin = ac_vis_lo(vis, i0) / bk * bk, kv_end = ac_vis_hi(vis, i0 + rows - 1);
 
-    R(ac_online_start)(rows, mi, li, o, dv);
+    RR(ac_online_start)(rows, mi, li, o, dv);
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk;
         const int edge = !ac_vis_clear(vis, i0, rows, j0, cols);
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) bmax[r] = -INFINITY;
-        K->R(qk)(rows, cols, a->dk, qb, ldq, kp + (j0 / bk) * psize, m - j0 < bk ? m - j0 : bk,
+        K->RR(qk)(rows, cols, a->dk, qb, ldq, kp + (j0 / bk) * psize, m - j0 < bk ? m - j0 : bk,
                  scale, s, bk, edge ? NULL : bmax);
         if (edge) { /* a block on the diagonal or the band's edge: mask, then take the maxima */
-            R(ac_mask_tile)(vis, i0, rows, rows, j0, cols, s, bk);
-            for (int64_t r = 0; r < rows; r++) bmax[r] = K->R(rowmax)(s + r * bk, cols);
+            RR(ac_mask_tile)(vis, i0, rows, rows, j0, cols, s, bk);
+            for (int64_t r = 0; r < rows; r++) bmax[r] = K->RR(rowmax)(s + r * bk, cols);
         }
         /* pass 2: online softmax update, row by row */
-        R(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
+        RR(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
         /* pass 3: accumulate P·V */
         R(ac_pv_tile)(K, vis, i0, rows, rows, j0, cols, dv, s, bk, vh + j0 * ldv, ldv, o, dv,
                       vfin[j0 / bk]);
     }
-    R(ac_online_finish)(rows, mi, li, o, dv, lse);
+    RR(ac_online_finish)(rows, mi, li, o, dv, lse);
 }
 
-int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out,
+int R(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v, real *out,
                 real *lse) {
     int rc = ac_check_attn(a, q, k, v, out, 1);
     if (rc != AC_OK) return rc;
@@ -77,7 +78,7 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const real *k, const real 
     int64_t bq = a->block_q, bk = a->block_k;
     if (bq == 0 || bk == 0) {
         int64_t dq, dk;
-        ac_default_blocks((int)sizeof(real), &dq, &dk);
+        ac_default_blocks((int)sizeof(real), &dq, &dk); /* tiles hold reals */
         if (bq == 0) bq = dq;
         if (bk == 0) bk = dk;
     }

@@ -31,29 +31,37 @@
  * qkd:    qk straight from K rows (ldk apart), no packing, for a few query
  *         rows against many keys (decode): each K row is read once for all rows.
  * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv)
+ * (pack, qkd and pv also come in an f16 form: float16 K/V converted as they
+ * are loaded, F16C / AVX-512 in the SIMD sets, float32 arithmetic.)
  *         plain IEEE arithmetic (0 · NaN is NaN); ac_pv_causal keeps masked
  *         keys out where that matters.
  * rowmax: the NaN-propagating max of x[0..n), -inf for n == 0.
  * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
  */
-#define AC_KERNEL_FIELDS(real, suf)                                                      \
-    void (*pack_##suf)(int64_t bk, int64_t d, const real *k, int64_t ldk, real *kp);      \
+/* The kernels on reals alone (scores, softmax), per compute type... */
+#define AC_REAL_FIELDS(real, suf)                                                        \
     void (*qk_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,       \
                      const real *kp, int64_t pbk, real scale, real *s, int64_t lds,       \
                      real *rmax);                                                         \
-    void (*pv_##suf)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,      \
-                     const real *v, int64_t ldv, real *o, int64_t ldo);                   \
-    void (*qkd_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,      \
-                      const real *k, int64_t ldk, real scale, real *s, int64_t lds);      \
     real (*rowmax_##suf)(const real *x, int64_t n);                                       \
     real (*expsum_##suf)(real *x, int64_t n, real shift);
+/* ...and those that read K or V, per (compute type, storage type). */
+#define AC_KV_FIELDS(real, kvreal, suf)                                                  \
+    void (*pack_##suf)(int64_t bk, int64_t d, const kvreal *k, int64_t ldk, real *kp);    \
+    void (*pv_##suf)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,      \
+                     const kvreal *v, int64_t ldv, real *o, int64_t ldo);                 \
+    void (*qkd_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,      \
+                      const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds);
 
 typedef struct {
     const char *name;
     int64_t block_q, block_k; /* default tile sizes for this ISA (float32) */
     int64_t kt_pad;           /* a packed block holds d * round_up(bk, kt_pad) values */
-    AC_KERNEL_FIELDS(float, f32)
-    AC_KERNEL_FIELDS(double, f64)
+    AC_REAL_FIELDS(float, f32)
+    AC_KV_FIELDS(float, float, f32)
+    AC_REAL_FIELDS(double, f64)
+    AC_KV_FIELDS(double, double, f64)
+    AC_KV_FIELDS(float, uint16_t, f16) /* float16 K/V, float32 arithmetic */
     /* the probes behind the benchmarks' roofs (probes.c), in float32 */
     float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
@@ -62,6 +70,29 @@ typedef struct {
 extern const ac_kernels ac_kernels_scalar;
 extern const ac_kernels ac_kernels_avx2;
 extern const ac_kernels ac_kernels_avx512;
+
+/* IEEE half -> float, exactly (subnormals, inf and NaN included). */
+static inline float ac_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) { /* inf or NaN */
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) { /* normal */
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) { /* zero */
+        bits = sign;
+    } else { /* subnormal: normalise */
+        int shift = 0;
+        while (!(man & 0x400u)) {
+            man <<= 1;
+            shift++;
+        }
+        bits = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 /* Values in one packed K block of up to bk keys of dimension d. */
 static inline int64_t ac_kpack_size(const ac_kernels *K, int64_t bk, int64_t d) {
@@ -156,6 +187,11 @@ void ac_pv_tile_f64(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t 
                     int64_t ldp, const double *v, int64_t ldv, double *o, int64_t ldo,
                     int v_finite);
 int ac_all_finite_f64(const double *v, int64_t rows, int64_t cols, int64_t ld);
+void ac_pv_tile_f16(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
+                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const float *p,
+                    int64_t ldp, const uint16_t *v, int64_t ldv, float *o, int64_t ldo,
+                    int v_finite);
+int ac_all_finite_f16(const uint16_t *v, int64_t rows, int64_t cols, int64_t ld);
 
 /* The merge of one block of rows: parts c at o[c] + r*o_stride, lse[c] +
  * r*lse_stride (merge.c); out rows ldo apart. */
@@ -189,6 +225,8 @@ int ac_decode_f32(const ac_attn_args *a, const float *q, const float *k, const f
                   float *out, float *lse);
 int ac_decode_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
                   double *out, double *lse);
+int ac_decode_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                  float *out, float *lse);
 
 #define AC_NUM_THREADS(nt) ((nt) > 0 ? (nt) : ac_max_threads())
 

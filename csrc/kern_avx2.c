@@ -1,15 +1,15 @@
 /* kern_avx2.c — the micro-kernels for AVX2 + FMA: 8 floats or 4 doubles a
  * vector, 16 vector registers.
  *
- * Compiled for AVX2/FMA by the target pragma, called only after runtime.c
- * has seen the CPU support both.  Register tiles: Q·Kᵀ 6 rows × 2 vectors
+ * Compiled for AVX2/FMA/F16C by the target pragma, called only after
+ * runtime.c has seen the CPU support all three.  Register tiles: Q·Kᵀ 6 rows × 2 vectors
  * and P·V 6 rows × 2 vectors (12 accumulators + 2 loads + 1 broadcast).
  * AVX2 has no scalef, so exp builds 2^n from exponent bits, in two halves so
  * that n = 128 (x near ln FLT_MAX) does not overflow early.
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
 
 #include "internal.h"
@@ -97,7 +97,28 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
 #define LN2_LO -2.12194440e-4f
 #define LOG2E 1.44269504088896341f
 #define EXP_DEG 7
+#define kvreal float
+#define V_LOADU_KV V_LOADU
+#define KV_TO_REAL(x) (x)
+#define AC_KV_IS_REAL 1
 #include "kern_simd.h"
+
+/* ---- float16 K/V, float32 arithmetic: the same vocabulary, loads converted ---- */
+#undef R
+#undef kvreal
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef AC_KV_IS_REAL
+#define R(x) x##_avx2_f16
+#define kvreal uint16_t
+#define V_LOADU_KV(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define KV_TO_REAL(x) _cvtsh_ss(x)
+#define AC_KV_IS_REAL 0
+#include "kern_simd.h"
+#undef kvreal
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef AC_KV_IS_REAL
 #undef real
 #undef R
 #undef VT
@@ -156,6 +177,10 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
 #define LN2_LO 1.90821492927058770002e-10
 #define LOG2E 1.44269504088896338700e+00
 #define EXP_DEG 13
+#define kvreal double
+#define V_LOADU_KV V_LOADU
+#define KV_TO_REAL(x) (x)
+#define AC_KV_IS_REAL 1
 #include "kern_simd.h"
 
 const ac_kernels ac_kernels_avx2 = {
@@ -172,6 +197,7 @@ const ac_kernels ac_kernels_avx2 = {
     .qkd_f32 = qkd_avx2_f32, .rowmax_f32 = rowmax_avx2_f32, .expsum_f32 = expsum_avx2_f32,
     .pack_f64 = pack_avx2_f64, .qk_f64 = qk_avx2_f64, .pv_f64 = pv_avx2_f64,
     .qkd_f64 = qkd_avx2_f64, .rowmax_f64 = rowmax_avx2_f64, .expsum_f64 = expsum_avx2_f64,
+    .pack_f16 = pack_avx2_f16, .pv_f16 = pv_avx2_f16, .qkd_f16 = qkd_avx2_f16,
     .fma_probe = fma_probe_avx2_f32, .read_probe = read_probe_avx2_f32,
 };
 #pragma GCC pop_options

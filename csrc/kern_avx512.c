@@ -8,7 +8,7 @@
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx2,fma")
+#pragma GCC target("avx512f,avx512dq,avx2,fma,f16c")
 #include <immintrin.h>
 
 #include "internal.h"
@@ -55,7 +55,28 @@
 #define LN2_LO -2.12194440e-4f
 #define LOG2E 1.44269504088896341f
 #define EXP_DEG 7
+#define kvreal float
+#define V_LOADU_KV V_LOADU
+#define KV_TO_REAL(x) (x)
+#define AC_KV_IS_REAL 1
 #include "kern_simd.h"
+
+/* ---- float16 K/V, float32 arithmetic: the same vocabulary, loads converted ---- */
+#undef R
+#undef kvreal
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef AC_KV_IS_REAL
+#define R(x) x##_avx512_f16
+#define kvreal uint16_t
+#define V_LOADU_KV(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define KV_TO_REAL(x) _cvtsh_ss(x)
+#define AC_KV_IS_REAL 0
+#include "kern_simd.h"
+#undef kvreal
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef AC_KV_IS_REAL
 #undef real
 #undef R
 #undef VT
@@ -116,6 +137,10 @@
 #define LN2_LO 1.90821492927058770002e-10
 #define LOG2E 1.44269504088896338700e+00
 #define EXP_DEG 13
+#define kvreal double
+#define V_LOADU_KV V_LOADU
+#define KV_TO_REAL(x) (x)
+#define AC_KV_IS_REAL 1
 #include "kern_simd.h"
 
 const ac_kernels ac_kernels_avx512 = {
@@ -132,6 +157,7 @@ const ac_kernels ac_kernels_avx512 = {
     .qkd_f32 = qkd_avx512_f32, .rowmax_f32 = rowmax_avx512_f32, .expsum_f32 = expsum_avx512_f32,
     .pack_f64 = pack_avx512_f64, .qk_f64 = qk_avx512_f64, .pv_f64 = pv_avx512_f64,
     .qkd_f64 = qkd_avx512_f64, .rowmax_f64 = rowmax_avx512_f64, .expsum_f64 = expsum_avx512_f64,
+    .pack_f16 = pack_avx512_f16, .pv_f16 = pv_avx512_f16, .qkd_f16 = qkd_avx512_f16,
     .fma_probe = fma_probe_avx512_f32, .read_probe = read_probe_avx512_f32,
 };
 #pragma GCC pop_options

@@ -8,6 +8,7 @@
 #ifndef AC_TEMPLATE
 #define AC_TEMPLATE "kern_scalar.c"
 #include "internal.h"
+#define AC_TEMPLATE_F16
 #include "template.h"
 
 /* The probes in plain C: eight chains / accumulators, which is what a
@@ -43,32 +44,48 @@ const ac_kernels ac_kernels_scalar = {
     .qkd_f32 = qkd_scalar_f32, .rowmax_f32 = rowmax_scalar_f32, .expsum_f32 = expsum_scalar_f32,
     .pack_f64 = pack_scalar_f64, .qk_f64 = qk_scalar_f64, .pv_f64 = pv_scalar_f64,
     .qkd_f64 = qkd_scalar_f64, .rowmax_f64 = rowmax_scalar_f64, .expsum_f64 = expsum_scalar_f64,
+    .pack_f16 = pack_scalar_f16, .pv_f16 = pv_scalar_f16, .qkd_f16 = qkd_scalar_f16,
     .fma_probe = fma_probe_scalar, .read_probe = read_probe_scalar,
 };
 
 #else /* typed body */
 
-static real R(rowmax_scalar)(const real *x, int64_t n);
-
-/* The scalar kernels read K as it is: packing makes the rows dense (bk, d). */
-static void R(pack_scalar)(int64_t bk, int64_t d, const real *k, int64_t ldk, real *kp) {
+/* The scalar kernels read K as it is: packing makes the rows dense (bk, d)
+ * (and, for a float16 cache, float32). */
+static void R(pack_scalar)(int64_t bk, int64_t d, const kvreal *k, int64_t ldk, real *kp) {
     for (int64_t c = 0; c < bk; c++)
-        for (int64_t t = 0; t < d; t++) kp[c * d + t] = k[c * ldk + t];
+        for (int64_t t = 0; t < d; t++) kp[c * d + t] = KV_TO_REAL(k[c * ldk + t]);
 }
 
 static void R(qkd_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                          const real *k, int64_t ldk, real scale, real *s, int64_t lds) {
+                          const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds) {
     for (int64_t r = 0; r < bq; r++) {
         const real *qr = q + r * ldq; /* (d) */
         real *sr = s + r * lds;       /* (bk) */
         for (int64_t c = 0; c < bk; c++) {
-            const real *kc = k + c * ldk; /* (d) */
+            const kvreal *kc = k + c * ldk; /* (d) */
             real acc = 0;
-            for (int64_t t = 0; t < d; t++) acc += qr[t] * kc[t];
+            for (int64_t t = 0; t < d; t++) acc += qr[t] * KV_TO_REAL(kc[t]);
             sr[c] = acc * scale;
         }
     }
 }
+
+static void R(pv_scalar)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
+                         const kvreal *v, int64_t ldv, real *o, int64_t ldo) {
+    for (int64_t r = 0; r < bq; r++) {
+        const real *pr = p + r * ldp; /* (bk) */
+        real *orow = o + r * ldo;     /* (dv) */
+        for (int64_t j = 0; j < bk; j++) {
+            const real w = pr[j];
+            const kvreal *vj = v + j * ldv; /* (dv) */
+            for (int64_t c = 0; c < dv; c++) orow[c] += w * KV_TO_REAL(vj[c]);
+        }
+    }
+}
+
+#if AC_KV_IS_REAL /* the kernels on reals alone */
+static real R(rowmax_scalar)(const real *x, int64_t n);
 
 static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
                          const real *k, int64_t pbk, real scale, real *s, int64_t lds,
@@ -82,18 +99,6 @@ static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64
         }
 }
 
-static void R(pv_scalar)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
-                         const real *v, int64_t ldv, real *o, int64_t ldo) {
-    for (int64_t r = 0; r < bq; r++) {
-        const real *pr = p + r * ldp; /* (bk) */
-        real *orow = o + r * ldo;     /* (dv) */
-        for (int64_t j = 0; j < bk; j++) {
-            const real w = pr[j];
-            const real *vj = v + j * ldv; /* (dv) */
-            for (int64_t c = 0; c < dv; c++) orow[c] += w * vj[c];
-        }
-    }
-}
 
 static real R(rowmax_scalar)(const real *x, int64_t n) {
     real mx = -INFINITY;
@@ -113,5 +118,7 @@ static real R(expsum_scalar)(real *x, int64_t n, real shift) {
     }
     return sum;
 }
+
+#endif /* AC_KV_IS_REAL */
 
 #endif

@@ -14,6 +14,10 @@
  *   V_EXP_CLAMP(x)      what the reduction sees (a clamp where 2^n is built from bits)
  *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
  *   QK_R QK_C PV_R PV_C register tile: rows × vectors of the two products
+ *   kvreal, V_LOADU_KV, KV_TO_REAL, AC_KV_IS_REAL   the K/V element type, a
+ *                       vector / scalar of it as reals, and whether it is real
+ *                       (0 in the float16-cache pass, which defines only the
+ *                       kernels that read K or V)
  *
  * Register tiling.  Both products are written as an outer-product loop over
  * the reduction axis: a tile of R rows × C vectors of accumulators stays in
@@ -40,6 +44,7 @@ static const double ac_inv_fact[14] = {
     1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
 #endif
 
+#if AC_KV_IS_REAL /* ---- the kernels on reals alone (not again for a float16 cache) ---- */
 static inline VT R(vexp)(VT x) {
     VT xc = V_EXP_CLAMP(x);
     VT n = V_ROUND(V_MUL(xc, V_SET1(LOG2E)));
@@ -94,9 +99,13 @@ static real R(rowmax)(const real *x, int64_t n) {
     return m;
 }
 
+#endif /* AC_KV_IS_REAL */
+
 /* ---- S = scale · Q·Kᵀ --------------------------------------------------- */
 
 #define QK_W (QK_C * VL) /* keys per register tile */
+
+#if AC_KV_IS_REAL
 
 /* One register tile: `rows` query rows × `nvec` vectors of keys from the
  * packed Kᵀ panel kt (d, ldkt); `valid` of the nvec·VL columns are real keys
@@ -164,14 +173,19 @@ static inline __attribute__((always_inline)) void R(qk_rows)(
     }
 }
 
-/* kp = Kᵀ (d, ldkt), zero-padded to whole register tiles. */
-static void R(pack)(int64_t bk, int64_t d, const real *k, int64_t ldk, real *kt) {
+#endif /* AC_KV_IS_REAL */
+
+/* kp = Kᵀ (d, ldkt), zero-padded to whole register tiles (and converted to
+ * float32 from a float16 cache: once per call, not once per use). */
+static void R(pack)(int64_t bk, int64_t d, const kvreal *k, int64_t ldk, real *kt) {
     const int64_t ldkt = (bk + QK_W - 1) / QK_W * QK_W;
     for (int64_t t = 0; t < d; t++)
         for (int64_t c = bk; c < ldkt; c++) kt[t * ldkt + c] = 0;
     for (int64_t c = 0; c < bk; c++)
-        for (int64_t t = 0; t < d; t++) kt[t * ldkt + c] = k[c * ldk + t];
+        for (int64_t t = 0; t < d; t++) kt[t * ldkt + c] = KV_TO_REAL(k[c * ldk + t]);
 }
+
+#if AC_KV_IS_REAL
 
 /* Row tiles outer, key tiles inner: the row maxima stay in registers, and the
  * (d, bk) Kᵀ block is read from L1/L2 once per row tile. */
@@ -187,35 +201,37 @@ static void R(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
                    rmax ? rmax + r0 : NULL);
 }
 
+#endif /* AC_KV_IS_REAL */
+
 /* S = scale · Q·Kᵀ read straight from K's rows, for few query rows (decode):
  * each K row is loaded once and multiplied into up to 4 query rows, then
  * each dot product is summed across its vector. */
-static void R(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *k,
-                   int64_t ldk, real scale, real *s, int64_t lds) {
+static void R(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
+                   const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds) {
     const int64_t dvec = d / VL * VL;
     for (int64_t r0 = 0; r0 < bq; r0 += 4) {
         const int rows = (int)(bq - r0 < 4 ? bq - r0 : 4);
         const real *qr = q + r0 * ldq;
         for (int64_t c = 0; c < bk; c++) {
-            const real *kc = k + c * ldk; /* (d) */
+            const kvreal *kc = k + c * ldk; /* (d) */
             /* two accumulators a row, so the FMA latency is not one long chain */
             VT acc[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
             VT acc2[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
             int64_t t = 0;
             for (; t + 2 * VL <= dvec; t += 2 * VL) {
-                VT kv = V_LOADU(kc + t), kv2 = V_LOADU(kc + t + VL);
+                VT kv = V_LOADU_KV(kc + t), kv2 = V_LOADU_KV(kc + t + VL);
                 for (int i = 0; i < rows; i++) {
                     acc[i] = V_FMA(V_LOADU(qr + i * ldq + t), kv, acc[i]);
                     acc2[i] = V_FMA(V_LOADU(qr + i * ldq + t + VL), kv2, acc2[i]);
                 }
             }
             for (; t < dvec; t += VL) {
-                VT kv = V_LOADU(kc + t);
+                VT kv = V_LOADU_KV(kc + t);
                 for (int i = 0; i < rows; i++) acc[i] = V_FMA(V_LOADU(qr + i * ldq + t), kv, acc[i]);
             }
             for (int i = 0; i < rows; i++) {
                 real x = V_HSUM(V_ADD(acc[i], acc2[i]));
-                for (int64_t t = dvec; t < d; t++) x += qr[i * ldq + t] * kc[t];
+                for (int64_t t = dvec; t < d; t++) x += qr[i * ldq + t] * KV_TO_REAL(kc[t]);
                 s[(r0 + i) * lds + c] = x * scale;
             }
         }
@@ -225,14 +241,14 @@ static void R(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq
 /* ---- O += P·V ------------------------------------------------------------ */
 
 static inline __attribute__((always_inline)) void R(pv_tile)(
-    int rows, int nvec, int64_t bk, const real *p, int64_t ldp, const real *v, int64_t ldv,
+    int rows, int nvec, int64_t bk, const real *p, int64_t ldp, const kvreal *v, int64_t ldv,
     real *o, int64_t ldo) {
     VT acc[PV_R][PV_C];
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < nvec; j++) acc[i][j] = V_LOADU(o + i * ldo + j * VL);
     for (int64_t t = 0; t < bk; t++) {
         VT vv[PV_C];
-        for (int j = 0; j < nvec; j++) vv[j] = V_LOADU(v + t * ldv + j * VL);
+        for (int j = 0; j < nvec; j++) vv[j] = V_LOADU_KV(v + t * ldv + j * VL);
         for (int i = 0; i < rows; i++) {
             VT pb = V_SET1(p[i * ldp + t]);
             for (int j = 0; j < nvec; j++) acc[i][j] = V_FMA(pb, vv[j], acc[i][j]);
@@ -243,7 +259,7 @@ static inline __attribute__((always_inline)) void R(pv_tile)(
 }
 
 static void R(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
-                  const real *v, int64_t ldv, real *o, int64_t ldo) {
+                  const kvreal *v, int64_t ldv, real *o, int64_t ldo) {
     const int64_t dvec = dv / VL * VL; /* columns in whole vectors */
     for (int64_t c0 = 0; c0 < dvec; c0 += PV_C * VL) {
         const int nvec = (int)((dvec - c0) / VL < PV_C ? (dvec - c0) / VL : PV_C);
@@ -258,12 +274,14 @@ static void R(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp
     }
     for (int64_t r = 0; r < bq; r++) /* the last dv % VL columns */
         for (int64_t t = 0; t < bk; t++)
-            for (int64_t c = dvec; c < dv; c++) o[r * ldo + c] += p[r * ldp + t] * v[t * ldv + c];
+            for (int64_t c = dvec; c < dv; c++)
+                o[r * ldo + c] += p[r * ldp + t] * KV_TO_REAL(v[t * ldv + c]);
 }
 
 #undef QK_W
 
 /* ---- the probes (float32 only is wired up) -------------------------------- */
+#if AC_KV_IS_REAL
 
 /* FMA throughput: PROBE_CHAINS independent accumulator chains, enough to
  * cover the FMA latency on every pipe; returns a value so nothing is elided. */
@@ -294,3 +312,4 @@ __attribute__((unused)) static real R(read_probe)(const real *x, int64_t n) {
     for (; i < n; i++) s += x[i];
     return s;
 }
+#endif /* AC_KV_IS_REAL */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
+#define AC_TEMPLATE_F16
 #include "template.h"
 #else
 
@@ -24,7 +25,7 @@
  * team packs the head's K blocks into kp (one block every psize values), then
  * splits the rows. */
 static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
-                           const real *qh, const real *kh, real *s, real *kp, int64_t psize) {
+                           const real *qh, const kvreal *kh, real *s, real *kp, int64_t psize) {
     const int64_t n = a->n, m = a->m, bq = K->block_q, bk = K->block_k;
     const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2];
     const real scale = (real)a->scale;
@@ -39,10 +40,10 @@ static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_
         const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
         for (int64_t kb = 0; kb < nkb; kb++) {
             const int64_t j0 = kb * bk, cols = m - j0 < bk ? m - j0 : bk;
-            K->R(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
+            K->RR(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
                      s + i0 * m + j0, m, NULL);
         }
-        if (!ac_vis_clear(vis, i0, rows, 0, m)) R(ac_mask_tile)(vis, i0, rows, rows, 0, m, s + i0 * m, m);
+        if (!ac_vis_clear(vis, i0, rows, 0, m)) RR(ac_mask_tile)(vis, i0, rows, rows, 0, m, s + i0 * m, m);
     }
 }
 
@@ -52,7 +53,7 @@ static int64_t R(pack_size)(const ac_kernels *K, const ac_attn_args *a, int64_t 
     return (a->m + K->block_k - 1) / K->block_k * *psize;
 }
 
-int R(ac_scores)(const ac_attn_args *a, const real *q, const real *k, real *s) {
+int R(ac_scores)(const ac_attn_args *a, const real *q, const kvreal *k, real *s) {
     int rc = ac_check_attn(a, q, k, NULL, s, 0);
     if (rc != AC_OK) return rc;
     if (a->n == 0 || a->m == 0 || a->batch * a->heads == 0) return AC_OK;
@@ -74,8 +75,8 @@ int R(ac_scores)(const ac_attn_args *a, const real *q, const real *k, real *s) {
     return AC_OK;
 }
 
-int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out,
-                real *lse, real *weights) {
+int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
+                real *out, real *lse, real *weights) {
     int rc = ac_check_attn(a, q, k, v, out, 1);
     if (rc != AC_OK) return rc;
     const int64_t n = a->n, m = a->m, dv = a->dv, bh = a->batch * a->heads;
@@ -111,8 +112,8 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
         for (int64_t h = 0; h < a->heads; h++) {
             const int64_t hb = b * a->heads + h;
             const real *qh = q + b * a->q_stride[0] + h * a->q_stride[1];
-            const real *kh = k + b * a->k_stride[0] + (h / group) * a->k_stride[1];
-            const real *vh = v + b * a->v_stride[0] + (h / group) * a->v_stride[1];
+            const kvreal *kh = k + b * a->k_stride[0] + (h / group) * a->k_stride[1];
+            const kvreal *vh = v + b * a->v_stride[0] + (h / group) * a->v_stride[1];
             real *s = weights ? weights + hb * nm : table; /* (n, m) */
             real *oh = out + hb * n * dv;                  /* (n, dv) */
             ac_vis vis;
@@ -122,7 +123,7 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const real *k, const real 
             /* pass 3: row softmax in place (omp for ends with a barrier) */
             #pragma omp for schedule(static)
             for (int64_t i = 0; i < n; i++) {
-                real l = R(ac_softmax_row)(K, s + i * m, m);
+                real l = RR(ac_softmax_row)(K, s + i * m, m);
                 if (lse) lse[hb * n + i] = l;
             }
             /* pass 4: O = A·V */

@@ -5,8 +5,11 @@
 #include <string.h>
 
 #include "internal.h"
+#define AC_TEMPLATE_F16
 #include "template.h"
 #else
+
+#if AC_KV_IS_REAL
 
 void R(ac_mask_tile)(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, int64_t j0,
                      int64_t cols, real *s, int64_t lds) {
@@ -26,10 +29,12 @@ void R(ac_mask_tile)(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, 
     }
 }
 
-int R(ac_all_finite)(const real *v, int64_t rows, int64_t cols, int64_t ld) {
+#endif /* AC_KV_IS_REAL */
+
+int R(ac_all_finite)(const kvreal *v, int64_t rows, int64_t cols, int64_t ld) {
     for (int64_t j = 0; j < rows; j++)
         for (int64_t c = 0; c < cols; c++)
-            if (!isfinite(v[j * ld + c])) return 0;
+            if (!isfinite(KV_TO_REAL(v[j * ld + c]))) return 0;
     return 1;
 }
 
@@ -41,7 +46,7 @@ int R(ac_all_finite)(const real *v, int64_t rows, int64_t cols, int64_t ld) {
  * the blockwise kernel learns it for every block once per call. */
 void R(ac_pv_tile)(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const real *p,
-                   int64_t ldp, const real *v, int64_t ldv, real *o, int64_t ldo,
+                   int64_t ldp, const kvreal *v, int64_t ldv, real *o, int64_t ldo,
                    int v_finite) {
     const int64_t span = rows < period ? rows : period;
     if (ac_vis_clear(vis, i0, span, j0, cols) ||
@@ -62,6 +67,7 @@ void R(ac_pv_tile)(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t r
 }
 
 /* ---- the online softmax, shared by the blockwise and decode kernels ---- */
+#if AC_KV_IS_REAL
 
 void R(ac_online_start)(int64_t rows, real *mi, real *li, real *o, int64_t dv) {
     memset(o, 0, (size_t)(rows * dv) * sizeof(real));
@@ -100,5 +106,6 @@ void R(ac_online_finish)(int64_t rows, const real *mi, const real *li, real *o, 
         if (lse) lse[r] = seen ? mi[r] + R_LOG(li[r]) : -INFINITY;
     }
 }
+#endif /* AC_KV_IS_REAL */
 
 #endif
