@@ -204,37 +204,51 @@ static void R(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
 #endif /* AC_KV_IS_REAL */
 
 /* S = scale · Q·Kᵀ read straight from K's rows, for few query rows (decode):
- * each K row is loaded once and multiplied into up to 4 query rows, then
- * each dot product is summed across its vector. */
+ * each K row is loaded once and multiplied into up to 4 query rows.  Four
+ * keys go at a time, each with its own accumulators, so that their loads
+ * are in flight together; then each dot product is summed across its vector. */
+static inline __attribute__((always_inline)) void R(qkd_keys)(
+    int rows, int keys, int64_t d, const real *q, int64_t ldq, const kvreal *k, int64_t ldk,
+    real scale, real *s, int64_t lds) {
+    const int64_t dvec = d / VL * VL;
+    VT acc[4][4];
+    for (int u = 0; u < keys; u++)
+        for (int i = 0; i < rows; i++) acc[u][i] = V_ZERO();
+    for (int64_t t = 0; t < dvec; t += VL) {
+        VT qv[4];
+        for (int i = 0; i < rows; i++) qv[i] = V_LOADU(q + i * ldq + t);
+        for (int u = 0; u < keys; u++) {
+            VT kv = V_LOADU_KV(k + u * ldk + t);
+            for (int i = 0; i < rows; i++) acc[u][i] = V_FMA(qv[i], kv, acc[u][i]);
+        }
+    }
+    for (int u = 0; u < keys; u++)
+        for (int i = 0; i < rows; i++) {
+            real x = V_HSUM(acc[u][i]);
+            for (int64_t t = dvec; t < d; t++) x += q[i * ldq + t] * KV_TO_REAL(k[u * ldk + t]);
+            s[i * lds + u] = x * scale;
+        }
+}
+
+static inline __attribute__((always_inline)) void R(qkd_rows)(
+    int rows, int64_t bk, int64_t d, const real *q, int64_t ldq, const kvreal *k, int64_t ldk,
+    real scale, real *s, int64_t lds) {
+    int64_t c = 0;
+    for (; c + 4 <= bk; c += 4)
+        R(qkd_keys)(rows, 4, d, q, ldq, k + c * ldk, ldk, scale, s + c, lds);
+    for (; c < bk; c++) R(qkd_keys)(rows, 1, d, q, ldq, k + c * ldk, ldk, scale, s + c, lds);
+}
+
 static void R(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
                    const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds) {
-    const int64_t dvec = d / VL * VL;
-    for (int64_t r0 = 0; r0 < bq; r0 += 4) {
-        const int rows = (int)(bq - r0 < 4 ? bq - r0 : 4);
-        const real *qr = q + r0 * ldq;
-        for (int64_t c = 0; c < bk; c++) {
-            const kvreal *kc = k + c * ldk; /* (d) */
-            /* two accumulators a row, so the FMA latency is not one long chain */
-            VT acc[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
-            VT acc2[4] = {V_ZERO(), V_ZERO(), V_ZERO(), V_ZERO()};
-            int64_t t = 0;
-            for (; t + 2 * VL <= dvec; t += 2 * VL) {
-                VT kv = V_LOADU_KV(kc + t), kv2 = V_LOADU_KV(kc + t + VL);
-                for (int i = 0; i < rows; i++) {
-                    acc[i] = V_FMA(V_LOADU(qr + i * ldq + t), kv, acc[i]);
-                    acc2[i] = V_FMA(V_LOADU(qr + i * ldq + t + VL), kv2, acc2[i]);
-                }
-            }
-            for (; t < dvec; t += VL) {
-                VT kv = V_LOADU_KV(kc + t);
-                for (int i = 0; i < rows; i++) acc[i] = V_FMA(V_LOADU(qr + i * ldq + t), kv, acc[i]);
-            }
-            for (int i = 0; i < rows; i++) {
-                real x = V_HSUM(V_ADD(acc[i], acc2[i]));
-                for (int64_t t = dvec; t < d; t++) x += qr[i * ldq + t] * KV_TO_REAL(kc[t]);
-                s[(r0 + i) * lds + c] = x * scale;
-            }
-        }
+    int64_t r0 = 0;
+    for (; r0 + 4 <= bq; r0 += 4)
+        R(qkd_rows)(4, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds);
+    switch (bq - r0) { /* the last rows, each count its own unrolled copy */
+    case 3: R(qkd_rows)(3, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds); break;
+    case 2: R(qkd_rows)(2, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds); break;
+    case 1: R(qkd_rows)(1, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds); break;
+    default: break;
     }
 }
 
