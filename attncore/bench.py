@@ -35,6 +35,10 @@ METHODS = ("attncore-flash", "attncore-naive", "numpy", "torch")
 
 @dataclass(frozen=True)
 class Case:
+    """One benchmark problem.  regime: "prefill" (n = m, compute-bound),
+    "decode" (n new rows against m cached keys, bandwidth-bound) or "window"
+    (prefill under a causal sliding window)."""
+
     n: int
     d: int = 64
     causal: bool = False
@@ -42,10 +46,22 @@ class Case:
     H: int = 8
     dtype: str = "float32"
     regime: str = "prefill"
+    keys: int | None = None  # m; default n
+    kv_heads: int | None = None  # default H
+    kv_dtype: str | None = None  # the cache's dtype; default dtype (float16 allowed)
+    window: int | None = None
 
     @property
     def m(self) -> int:
-        return self.n
+        return self.n if self.keys is None else self.keys
+
+    @property
+    def Hkv(self) -> int:
+        return self.H if self.kv_heads is None else self.kv_heads
+
+    @property
+    def kv(self) -> str:
+        return self.kv_dtype or self.dtype
 
     @property
     def itemsize(self) -> int:
@@ -56,36 +72,52 @@ class Case:
         n, m = self.n, self.m
         if not self.causal:
             return n * m
-        return sum(min(max(i + 1 + m - n, 0), m) for i in range(n)) if n != m else n * (n + 1) // 2
+        hi = np.clip(np.arange(n) + 1 + m - n, 0, m)
+        lo = np.clip(hi - self.window, 0, None) if self.window else 0
+        return int(np.sum(hi - lo))
 
     @property
     def flops(self) -> int:
         return 4 * self.d * self.B * self.H * self.pairs()
 
     def bytes(self, method: str) -> int:
-        """Compulsory memory traffic: Q, K, V read and O written once; the
-        materialising methods also write and read back the n×m table."""
-        it, B, H = self.itemsize, self.B, self.H
-        io = it * B * H * (2 * self.n * self.d + 2 * self.m * self.d)
+        """Compulsory memory traffic: Q read and O written once, K and V read
+        once (once per kv head: a GQA group shares them); the materialising
+        methods also write and read back the n×m table."""
+        it, kv, B, H = self.itemsize, np.dtype(self.kv).itemsize, self.B, self.H
+        io = it * B * H * 2 * self.n * self.d + kv * B * self.Hkv * 2 * self.m * self.d
         if method in ("attncore-naive", "numpy"):
             io += 2 * it * B * H * self.n * self.m
         return io
 
+    def kv_bytes(self) -> int:
+        """The K/V bytes a decode step reads: what its GB/s counts."""
+        return np.dtype(self.kv).itemsize * self.B * self.Hkv * 2 * self.m * self.d
+
     def label(self) -> str:
-        return f"n={self.n} d={self.d}{' causal' if self.causal else ''} {self.dtype}"
+        extra = f" m={self.m} H={self.H}/{self.Hkv} {self.kv}" if self.regime == "decode" else ""
+        extra += f" window={self.window}" if self.window else ""
+        return f"{self.regime} n={self.n} d={self.d}{' causal' if self.causal else ''}{extra}"
 
 
 def default_cases(mode: str = "default") -> list[Case]:
     """The sweeps: --quick (under a minute), default (a few minutes), --full."""
     if mode == "quick":
-        ns, extra = (256, 1024, 2048), []
+        ns, extra, ms, wn = (256, 1024, 2048), [], (8192,), (2048,)
     elif mode == "full":
         ns, extra = (128, 256, 512, 1024, 2048, 4096, 8192, 16384), [
             Case(n, 128, c) for n in (1024, 2048, 4096, 8192) for c in (False, True)
         ]
+        ms, wn = (1024, 4096, 16384, 32768, 65536, 131072), (1024, 4096, 16384)
     else:
         ns, extra = (256, 512, 1024, 2048, 4096), [Case(2048, 128, c) for c in (False, True)]
-    return [Case(n, 64, c) for n in ns for c in (False, True)] + extra
+        ms, wn = (1024, 4096, 16384, 32768), (1024, 4096)
+    prefill = [Case(n, 64, c) for n in ns for c in (False, True)] + extra
+    decode = [Case(1, 128, False, H=32, regime="decode", keys=m, kv_heads=hkv, kv_dtype=kv)
+              for kv in ("float32", "float16") for hkv in (32, 8) for m in ms]
+    windows = (256, None) if mode == "quick" else (256, 1024, None)
+    window = [Case(n, 64, True, regime="window", window=w) for w in windows for n in wn]
+    return prefill + decode + window
 
 
 # ---- the peers ----------------------------------------------------------------
@@ -93,28 +125,38 @@ def default_cases(mode: str = "default") -> list[Case]:
 
 def make_inputs(case: Case, seed: int = 0):
     rng = np.random.default_rng(seed)
-    shape = (case.B, case.H, case.n, case.d)
-    return tuple(rng.standard_normal(shape, dtype=np.float64).astype(case.dtype) for _ in range(3))
+
+    def draw(h, rows, dtype):
+        return rng.standard_normal((case.B, h, rows, case.d), dtype=np.float64).astype(dtype)
+
+    return (draw(case.H, case.n, case.dtype), draw(case.Hkv, case.m, case.kv),
+            draw(case.Hkv, case.m, case.kv))
 
 
-def numpy_attention(q, k, v, causal: bool = False):
+def numpy_attention(q, k, v, causal: bool = False, window: int | None = None):
     """Materialised attention in NumPy, as one would write it: BLAS matmuls
-    and in-place softmax, one head at a time (so memory is one table)."""
+    and in-place softmax, one head at a time (so memory is one table); kv head
+    h // (H // H_kv) serves query head h."""
     B, H, n, d = q.shape
-    m = k.shape[2]
+    Hkv, m = k.shape[1], k.shape[2]
     scale = q.dtype.type(1 / math.sqrt(d))
     out = np.empty(q.shape[:3] + (v.shape[3],), q.dtype)
-    hidden = np.triu(np.ones((n, m), bool), 1 + m - n) if causal else None
+    hidden = None
+    if causal:
+        hidden = np.triu(np.ones((n, m), bool), 1 + m - n)
+        if window:
+            hidden |= np.tril(np.ones((n, m), bool), m - n - window)
     for b in range(B):
         for h in range(H):
-            s = q[b, h] @ k[b, h].T
+            kh, vh = k[b, h * Hkv // H], v[b, h * Hkv // H]
+            s = q[b, h] @ kh.T
             s *= scale
             if hidden is not None:
                 s[hidden] = -np.inf
             s -= s.max(axis=1, keepdims=True)
             np.exp(s, out=s)
             s /= s.sum(axis=1, keepdims=True)
-            np.matmul(s, v[b, h], out=out[b, h])
+            out[b, h] = s @ vh
     return out
 
 
@@ -131,10 +173,16 @@ def _torch_runner(q, k, v, causal):
     import torch.nn.functional as F
 
     tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+    if tk.dtype != tq.dtype:  # a float16 cache: torch wants one dtype, so all half
+        tq = tq.to(tk.dtype)
+    gqa = tq.shape[1] != tk.shape[1]
+    # torch's is_causal is top-left; attncore's bottom-right.  They agree for
+    # n == m, and for n = 1 (decode) causal changes nothing.
+    causal = causal and tq.shape[2] > 1
 
     def run():
         with torch.inference_mode():
-            return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+            return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, enable_gqa=gqa)
 
     return run
 
@@ -142,10 +190,15 @@ def _torch_runner(q, k, v, causal):
 def runner(method: str, case: Case, inputs):
     """A no-argument callable for one method on one case, or None to skip."""
     q, k, v = inputs
+    kw = {"causal": case.causal, "window": case.window}
     if method == "attncore-flash":
-        return lambda: attncore.attention(q, k, v, causal=case.causal)
+        return lambda: attncore.attention(q, k, v, **kw)
     if method == "attncore-naive":
-        return lambda: attncore.attention(q, k, v, causal=case.causal, method="naive")
+        if case.regime == "decode":  # one row: nothing to materialise that teaches
+            return None
+        return lambda: attncore.attention(q, k, v, method="naive", **kw)
+    if case.window:  # the peers have no banded kernel: only attncore is timed
+        return None
     if method == "numpy":
         return lambda: numpy_attention(q, k, v, case.causal)
     if method == "torch":
@@ -284,11 +337,16 @@ class Row:
     flops: int
     bytes: int
     peak_bytes: int | None = None
+    Hkv: int = 0
+    kv_dtype: str = ""
+    window: int | None = None
     gflops: float = field(init=False)
+    gbs: float = field(init=False)  # compulsory traffic per second
     intensity: float = field(init=False)
 
     def __post_init__(self):
         self.gflops = self.flops / self.seconds / 1e9
+        self.gbs = self.bytes / self.seconds / 1e9
         self.intensity = self.flops / self.bytes
 
 
@@ -321,7 +379,8 @@ def run_case(case: Case, methods=METHODS, seed: int = 0, min_time: float = 0.3,
             quiesce_blas()
         rounds += 1
     return [Row(method, case.regime, case.n, case.m, case.d, case.causal, case.dtype, case.B,
-                case.H, best[method], case.flops, case.bytes(method), peaks[method])
+                case.H, best[method], case.flops, case.bytes(method), peaks[method], case.Hkv,
+                case.kv, case.window)
             for method in fns]
 
 
@@ -370,9 +429,13 @@ def load(path) -> dict:
             continue
         r = {k: info[k] for k in ("method", "regime", "n", "m", "d", "causal", "dtype", "B", "H",
                                   "flops", "bytes")}
+        r["Hkv"] = info.get("Hkv", r["H"])
+        r["kv_dtype"] = info.get("kv_dtype", r["dtype"])
+        r["window"] = info.get("window")
         r["seconds"] = b["stats"]["min"]
         r["peak_bytes"] = info.get("peak_bytes")
         r["gflops"] = r["flops"] / r["seconds"] / 1e9
+        r["gbs"] = r["bytes"] / r["seconds"] / 1e9
         r["intensity"] = r["flops"] / r["bytes"]
         rows.append(r)
     info = data.get("machine_info", {})
@@ -383,31 +446,44 @@ def load(path) -> dict:
 # ---- the table ------------------------------------------------------------------
 
 
+def _case_key(r) -> tuple:
+    return (r["regime"], r["n"], r["m"], r["d"], r["H"], r.get("Hkv", r["H"]), r["causal"],
+            r.get("window"), r["dtype"], r.get("kv_dtype", r["dtype"]))
+
+
 def table_rows(result: dict) -> list[list[str]]:
-    """n, d, causal, method, time, GFLOP/s, % of the FMA roof, vs NumPy, vs torch, memory."""
+    """One line per (case, method): time, GFLOP/s, GB/s, % of the regime's
+    roof (FMA for prefill, streaming read for decode), speed-ups, memory."""
     from attncore._measure import human_bytes
 
     rows = result["rows"]
-    roof = result["roofs"].get("fma_gflops")
+    roofs = result["roofs"]
     by_case = {}
     for r in rows:
-        by_case.setdefault((r["regime"], r["n"], r["d"], r["causal"], r["dtype"]), {})[
-            r["method"]] = r
+        by_case.setdefault(_case_key(r), {})[r["method"]] = r
     out = []
     for key, group in by_case.items():
         for method, r in group.items():
             ratio = lambda peer: (f"{group[peer]['seconds'] / r['seconds']:.2f}×"  # noqa: E731
                                   if peer in group and peer != method else "—")
-            out.append([str(r["n"]), str(r["d"]), "yes" if r["causal"] else "no", r["dtype"], method,
-                        f"{r['seconds'] * 1e3:.2f}", f"{r['gflops']:.1f}",
-                        f"{100 * r['gflops'] / roof:.0f}%" if roof else "—",
+            if r["regime"] == "decode":
+                roof, got = roofs.get("read_gbs"), r["gbs"]
+            else:
+                roof, got = roofs.get("fma_gflops"), r["gflops"]
+            mask = ("causal" if r["causal"] else "full") + (f" w={r['window']}" if r.get("window") else "")
+            kv = r.get("kv_dtype", r["dtype"])
+            out.append([r["regime"], str(r["n"]), str(r["m"]), str(r["d"]),
+                        f"{r['H']}/{r.get('Hkv', r['H'])}", mask,
+                        r["dtype"] if kv == r["dtype"] else f"{r['dtype']}/{kv}", method,
+                        f"{r['seconds'] * 1e3:.2f}", f"{r['gflops']:.1f}", f"{r['gbs']:.1f}",
+                        f"{100 * got / roof:.0f}%" if roof else "—",
                         ratio("numpy"), ratio("torch"),
                         human_bytes(r["peak_bytes"]) if r.get("peak_bytes") is not None else "—"])
     return out
 
 
-TABLE_COLUMNS = ["n", "d", "causal", "dtype", "method", "time (ms)", "GFLOP/s", "% FMA roof",
-                 "speed-up vs NumPy", "vs torch", "peak memory"]
+TABLE_COLUMNS = ["regime", "n", "m", "d", "H/Hkv", "mask", "dtype q/kv", "method", "time (ms)",
+                 "GFLOP/s", "GB/s", "% roof", "vs NumPy", "vs torch", "peak memory"]
 
 
 def slopes(result: dict, n_min: int = 1024) -> dict:
@@ -431,7 +507,7 @@ def print_table(result: dict) -> None:
     from rich.table import Table
 
     roofs = result["roofs"]
-    title = "attncore bench (prefill)"
+    title = "attncore bench (% roof: of the FMA roof for prefill, of the read roof for decode)"
     if roofs:
         title += (f" — roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, read "
                   f"{roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
@@ -441,7 +517,7 @@ def print_table(result: dict) -> None:
         t.add_column(c, justify="right")
     for r in table_rows(result):
         t.add_row(*r)
-    con = Console(width=None if Console().is_terminal else 160)
+    con = Console(width=None if Console().is_terminal else 200)
     con.print(t)
     fit = slopes(result)
     if fit:
@@ -495,7 +571,8 @@ def _legend(ax, **kw):
 
 
 def figures(result: dict, outdir) -> list[str]:
-    """time vs n (log-log, n² guide), GFLOP/s vs n, peak memory vs n, roofline."""
+    """time vs n (log-log, n² guide), GFLOP/s vs n, peak memory vs n, decode GB/s
+    vs m, window time vs n (when the run has them), roofline."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -557,7 +634,42 @@ def figures(result: dict, outdir) -> list[str]:
     _legend(ax)
     save(fig, "memory_vs_n.png")
 
-    # 4. roofline: each point at its arithmetic intensity
+    # 4. decode: GB/s of K/V read vs m, under the read roof
+    dec = [r for r in rows if r["regime"] == "decode"]
+    if dec:
+        fig, ax = plt.subplots(figsize=(7.5, 4.4))
+        groups = sorted({(r["method"], r.get("Hkv", r["H"]), r.get("kv_dtype", r["dtype"]))
+                         for r in dec}, key=str)
+        for method, hkv, kv in groups:
+            pts = sorted((r["m"], r["gbs"]) for r in dec if r["method"] == method
+                         and r.get("Hkv", r["H"]) == hkv and r.get("kv_dtype", r["dtype"]) == kv)
+            c, mk = _STYLE.get(method, ("k", "x"))
+            ls = "-" if kv == "float32" else "--"
+            ax.semilogx(*zip(*pts), ls, marker=mk, color=c, alpha=1 if hkv == dec[0]["H"] else 0.6,
+                        label=f"{method} H/Hkv={dec[0]['H']}/{hkv} {kv}")
+        if roofs.get("read_gbs"):
+            ax.axhline(roofs["read_gbs"], color="k", lw=1, label="read roof (probe)")
+        ax.set(title="decode (n=1): bandwidth of the K/V read", xlabel="m (cached keys)",
+               ylabel="GB/s")
+        ax.grid(True, which="both", alpha=0.3)
+        _legend(ax, fontsize=6, ncol=2)
+        save(fig, "decode_gbs_vs_m.png")
+
+    # 5. sliding windows: time vs n, the band's n·w against causal's n²
+    win = [r for r in rows if r["regime"] == "window"]
+    if win:
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for w in sorted({r.get("window") or 0 for r in win}):
+            pts = sorted((r["n"], r["seconds"]) for r in win
+                         if (r.get("window") or 0) == w and r["method"] == "attncore-flash")
+            if pts:
+                ax.loglog(*zip(*pts), marker="o", label=f"window {w}" if w else "full causal")
+        ax.set(title="attncore-flash under a causal sliding window", xlabel="n", ylabel="seconds")
+        ax.grid(True, which="both", alpha=0.3)
+        _legend(ax)
+        save(fig, "window_time_vs_n.png")
+
+    # 6. roofline: each point at its arithmetic intensity
     fig, ax = plt.subplots(figsize=(7, 4.6))
     peak, bw = roofs.get("fma_gflops"), roofs.get("read_gbs")
     if peak and bw:
@@ -567,6 +679,8 @@ def figures(result: dict, outdir) -> list[str]:
         pts = [(r["intensity"], r["gflops"]) for r in rows if r["method"] == method]
         c, mk = _STYLE.get(method, ("k", "x"))
         ax.scatter(*zip(*pts), color=c, marker=mk, label=method, alpha=0.8)
+    ax.text(0.02, 0.02, "decode points sit on the slope (left), prefill under the flat roof",
+            transform=ax.transAxes, fontsize=7)
     ax.set(title="roofline (compulsory traffic)", xlabel="arithmetic intensity (FLOP/byte)",
            ylabel="GFLOP/s")
     ax.grid(True, which="both", alpha=0.3)

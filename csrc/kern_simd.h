@@ -218,6 +218,8 @@ static inline __attribute__((always_inline)) void R(qkd_keys)(
         VT qv[4];
         for (int i = 0; i < rows; i++) qv[i] = V_LOADU(q + i * ldq + t);
         for (int u = 0; u < keys; u++) {
+            /* the same place 16 keys on: the stream is read well ahead */
+            __builtin_prefetch(k + (u + 16) * ldk + t);
             VT kv = V_LOADU_KV(k + u * ldk + t);
             for (int i = 0; i < rows; i++) acc[u][i] = V_FMA(qv[i], kv, acc[u][i]);
         }
@@ -262,7 +264,10 @@ static inline __attribute__((always_inline)) void R(pv_tile)(
         for (int j = 0; j < nvec; j++) acc[i][j] = V_LOADU(o + i * ldo + j * VL);
     for (int64_t t = 0; t < bk; t++) {
         VT vv[PV_C];
-        for (int j = 0; j < nvec; j++) vv[j] = V_LOADU_KV(v + t * ldv + j * VL);
+        for (int j = 0; j < nvec; j++) {
+            __builtin_prefetch(v + (t + 16) * ldv + j * VL);
+            vv[j] = V_LOADU_KV(v + t * ldv + j * VL);
+        }
         for (int i = 0; i < rows; i++) {
             VT pb = V_SET1(p[i * ldp + t]);
             for (int j = 0; j < nvec; j++) acc[i][j] = V_FMA(pb, vv[j], acc[i][j]);

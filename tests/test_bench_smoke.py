@@ -55,7 +55,7 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "GFLOP/s" in text and "roofs: FMA" in text and "attncore-naive" in text
     md = (tmp_path / "t.md").read_text()
-    assert "| n | d | causal |" in md and "Roofs measured in the same run" in md
+    assert "| regime | n | m | d |" in md and "Roofs measured in the same run" in md
     result = json.loads((out / "bench.json").read_text())
     assert result["roofs"]["fma_gflops"] > 0 and result["roofs"]["read_gbs"] > 0
     assert {r["method"] for r in result["rows"]} == {"attncore-flash", "attncore-naive", "numpy"}
@@ -67,6 +67,29 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
     assert (tmp_path / "p" / "roofline.png").exists()
 
 
+def test_decode_and_window_cases(tmp_path):
+    decode = bench.Case(1, 32, H=8, regime="decode", keys=600, kv_heads=2, kv_dtype="float16")
+    assert decode.kv_bytes() == 2 * 1 * 2 * 2 * 600 * 32 == decode.bytes("attncore-flash") - 4 * 8 * 2 * 32
+    window = bench.Case(300, 16, True, regime="window", window=50)
+    assert window.pairs() == sum(min(i + 1, 50) for i in range(300))
+    rows = []
+    for case in (decode, window, bench.Case(300, 16, True, regime="window")):
+        rows += bench.run_case(case, min_time=0.0, min_rounds=1, max_rounds=1)
+    methods = {(r.regime, r.window, r.method) for r in rows}
+    assert ("decode", None, "attncore-flash") in methods
+    assert ("decode", None, "attncore-naive") not in methods  # nothing to teach there
+    assert ("window", 50, "numpy") not in methods  # the peers have no banded kernel
+    assert ("window", None, "numpy") in methods
+    from dataclasses import asdict
+
+    result = {"rows": [asdict(r) for r in rows], "machine": {},
+              "roofs": {"fma_gflops": 100.0, "read_gbs": 20.0, "sgemm_gflops": 50.0}}
+    names = {os.path.basename(p) for p in bench.figures(result, tmp_path)}
+    assert {"decode_gbs_vs_m.png", "window_time_vs_n.png", "roofline.png"} <= names
+    text = bench.markdown_report(result)
+    assert "float32/float16" in text and "w=50" in text
+
+
 def test_pytest_benchmark_suite_smoke_pass_and_plot(tmp_path):
     js = tmp_path / "pb.json"
     r = subprocess.run([sys.executable, "-m", "pytest", BENCH_DIR, "--smoke", "-q",
@@ -76,6 +99,10 @@ def test_pytest_benchmark_suite_smoke_pass_and_plot(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     loaded = bench.load(js)
     assert loaded["rows"] and {"fma_gflops", "read_gbs", "sgemm_gflops"} <= set(loaded["roofs"])
-    assert all(r["n"] == 128 for r in loaded["rows"])
+    by_regime = {}
+    for r in loaded["rows"]:
+        by_regime.setdefault(r["regime"], set()).add((r["n"], r["m"]))
+    # the smoke pass keeps the smallest case of each suite
+    assert by_regime == {"prefill": {(128, 128)}, "decode": {(1, 1024)}, "window": {(1024, 1024)}}
     paths = bench.figures(loaded, tmp_path / "figs")
-    assert len(paths) == 4 and all(os.path.getsize(p) > 10_000 for p in paths)
+    assert len(paths) >= 4 and all(os.path.getsize(p) > 10_000 for p in paths)
