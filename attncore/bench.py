@@ -649,6 +649,7 @@ def figures(result: dict, outdir) -> list[str]:
                         label=f"{method} H/Hkv={dec[0]['H']}/{hkv} {kv}")
         if roofs.get("read_gbs"):
             ax.axhline(roofs["read_gbs"], color="k", lw=1, label="read roof (probe)")
+            ax.set_ylim(0, 1.15 * max([roofs["read_gbs"]] + [r["gbs"] for r in dec]))
         ax.set(title="decode (n=1): bandwidth of the K/V read", xlabel="m (cached keys)",
                ylabel="GB/s")
         ax.grid(True, which="both", alpha=0.3)
