@@ -70,19 +70,23 @@ def positive_scale(scale, dk: int) -> float:
     return s
 
 
+def positive_int(x, name: str, limit: int | None = None) -> int:
+    """x as a Python int >= 1 (and <= limit), else a ValueError naming it."""
+    bound = f" (at most {limit})" if limit else ""
+    if isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a positive integer{bound}, got {x!r}")
+    try:
+        i = operator.index(x)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive integer{bound}, got {x!r}") from None
+    if i < 1 or (limit and i > limit):
+        raise ValueError(f"{name} must be a positive integer{bound}, got {i}")
+    return i
+
+
 def block_size(b, name: str) -> int:
     """None (the core's tuned default, passed as 0) or a positive integer."""
-    if b is None:
-        return 0
-    if isinstance(b, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a positive integer or None, got {b!r}")
-    try:
-        i = operator.index(b)
-    except TypeError:
-        raise ValueError(f"{name} must be a positive integer or None, got {b!r}") from None
-    if not 1 <= i <= 2**31:
-        raise ValueError(f"{name} must be a positive integer (at most 2**31) or None, got {i}")
-    return i
+    return 0 if b is None else positive_int(b, name, 2**31)
 
 
 def method_name(method) -> str:
@@ -209,18 +213,10 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
     causal = bool(causal)
     w = 0
     if window is not None:
-        if isinstance(window, (bool, np.bool_)):
-            raise ValueError(f"window must be a positive integer or None, got {window!r}")
-        try:
-            w = operator.index(window)
-        except TypeError:
-            raise ValueError(f"window must be a positive integer or None, got {window!r}") from None
-        if w < 1:
-            raise ValueError(f"window must be a positive integer or None, got {w}")
+        w = min(positive_int(window, "window"), 2**62)
         if not causal:
             raise ValueError("window needs causal=True: it is the band of w keys ending at "
                              "the causal diagonal")
-        w = min(w, 2**62)
     kl = None
     if key_lengths is not None:
         kl = np.asarray(key_lengths)

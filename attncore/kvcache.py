@@ -36,18 +36,14 @@ class KVCache:
         dtype = np.dtype(dtype)
         if dtype not in V.FLOAT_DTYPES and dtype != V.HALF:
             raise TypeError(f"dtype must be float32, float64 or float16, got {dtype}")
-        for name, x in (("kv_heads", kv_heads), ("head_dim", head_dim), ("capacity", capacity)):
-            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 1:
-                raise ValueError(f"{name} must be a positive integer, got {x!r}")
-        value_dim = head_dim if value_dim is None else value_dim
-        if isinstance(value_dim, (bool, np.bool_)) or not isinstance(value_dim, (int, np.integer)) \
-                or value_dim < 1:
-            raise ValueError(f"value_dim must be a positive integer, got {value_dim!r}")
+        self.kv_heads = V.positive_int(kv_heads, "kv_heads")
+        self.head_dim = V.positive_int(head_dim, "head_dim")
+        self.value_dim = V.positive_int(head_dim if value_dim is None else value_dim, "value_dim")
+        capacity = V.positive_int(capacity, "capacity")
         self.batch = tuple(int(b) for b in batch)
-        self.kv_heads, self.head_dim, self.value_dim = int(kv_heads), int(head_dim), int(value_dim)
         self.dtype = dtype
-        self._k = np.empty(self.batch + (self.kv_heads, int(capacity), self.head_dim), dtype)
-        self._v = np.empty(self.batch + (self.kv_heads, int(capacity), self.value_dim), dtype)
+        self._k = np.empty(self.batch + (self.kv_heads, capacity, self.head_dim), dtype)
+        self._v = np.empty(self.batch + (self.kv_heads, capacity, self.value_dim), dtype)
         self._len = 0
 
     def __len__(self) -> int:
