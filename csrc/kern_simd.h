@@ -277,18 +277,47 @@ static inline __attribute__((always_inline)) void R(pv_tile)(
         for (int j = 0; j < nvec; j++) V_STOREU(o + i * ldo + j * VL, acc[i][j]);
 }
 
+/* One or two rows (decode): a tile as wide as PV_WIDE vectors, so that each
+ * V row is read once, start to end, instead of once per column chunk. */
+#define PV_WIDE 8
+static inline __attribute__((always_inline)) void R(pv_wide)(
+    int rows, int nvec, int64_t bk, const real *p, int64_t ldp, const kvreal *v, int64_t ldv,
+    real *o, int64_t ldo) {
+    VT acc[2][PV_WIDE];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++) acc[i][j] = V_LOADU(o + i * ldo + j * VL);
+    for (int64_t t = 0; t < bk; t++) {
+        VT pb[2];
+        for (int i = 0; i < rows; i++) pb[i] = V_SET1(p[i * ldp + t]);
+        for (int j = 0; j < nvec; j++) {
+            __builtin_prefetch(v + (t + 16) * ldv + j * VL);
+            VT vv = V_LOADU_KV(v + t * ldv + j * VL);
+            for (int i = 0; i < rows; i++) acc[i][j] = V_FMA(pb[i], vv, acc[i][j]);
+        }
+    }
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++) V_STOREU(o + i * ldo + j * VL, acc[i][j]);
+}
+
 static void R(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
                   const kvreal *v, int64_t ldv, real *o, int64_t ldo) {
     const int64_t dvec = dv / VL * VL; /* columns in whole vectors */
-    for (int64_t c0 = 0; c0 < dvec; c0 += PV_C * VL) {
-        const int nvec = (int)((dvec - c0) / VL < PV_C ? (dvec - c0) / VL : PV_C);
-        int64_t r0 = 0;
-        if (nvec == PV_C)
-            for (; r0 + PV_R <= bq; r0 += PV_R)
-                R(pv_tile)(PV_R, PV_C, bk, p + r0 * ldp, ldp, v + c0, ldv, o + r0 * ldo + c0, ldo);
-        for (; r0 < bq; r0 += PV_R) {
-            const int rows = (int)(bq - r0 < PV_R ? bq - r0 : PV_R);
-            R(pv_tile)(rows, nvec, bk, p + r0 * ldp, ldp, v + c0, ldv, o + r0 * ldo + c0, ldo);
+    if (bq <= 2 && dvec == (int64_t)PV_WIDE * VL) {
+        if (bq == 2)
+            R(pv_wide)(2, PV_WIDE, bk, p, ldp, v, ldv, o, ldo);
+        else if (bq == 1)
+            R(pv_wide)(1, PV_WIDE, bk, p, ldp, v, ldv, o, ldo);
+    } else {
+        for (int64_t c0 = 0; c0 < dvec; c0 += PV_C * VL) {
+            const int nvec = (int)((dvec - c0) / VL < PV_C ? (dvec - c0) / VL : PV_C);
+            int64_t r0 = 0;
+            if (nvec == PV_C)
+                for (; r0 + PV_R <= bq; r0 += PV_R)
+                    R(pv_tile)(PV_R, PV_C, bk, p + r0 * ldp, ldp, v + c0, ldv, o + r0 * ldo + c0, ldo);
+            for (; r0 < bq; r0 += PV_R) {
+                const int rows = (int)(bq - r0 < PV_R ? bq - r0 : PV_R);
+                R(pv_tile)(rows, nvec, bk, p + r0 * ldp, ldp, v + c0, ldv, o + r0 * ldo + c0, ldo);
+            }
         }
     }
     for (int64_t r = 0; r < bq; r++) /* the last dv % VL columns */
@@ -298,6 +327,7 @@ static void R(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp
 }
 
 #undef QK_W
+#undef PV_WIDE
 
 /* ---- the probes (float32 only is wired up) -------------------------------- */
 #if AC_KV_IS_REAL

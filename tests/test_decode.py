@@ -56,3 +56,15 @@ def test_split_and_unsplit_agree_closely(isa, rng, monkeypatch):
         monkeypatch.setattr(_api, "_SPLIT_KV", mode)
         results[mode] = attncore.attention(q, k, v)
     assert_close(results[1], results[0], 2 * tol(np.float32, 5000, 64))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("dv", [31, 32, 33, 63, 64, 65, 127, 128, 129, 130, 256])
+def test_value_dims_of_the_wide_decode_tile(isa, split, rng, dtype, n, dv):
+    # one or two rows take a P·V tile as wide as 8 vectors (32…128 values
+    # by ISA and dtype): both sides of that width, and the tail columns
+    q, k, v = qkv(rng, B=(1,), H=2, Hkv=1, n=n, m=600, dk=16, dv=dv, dtype=dtype)
+    for causal in (False, True):
+        assert_close(attncore.attention(q, k, v, causal=causal),
+                     reference(q, k, v, causal=causal), 2 * tol(dtype, 600, 16))
