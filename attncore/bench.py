@@ -389,6 +389,7 @@ def run(cases, methods=METHODS, nthreads: int | None = None, progress: bool = Tr
     """Measure the roofs, then every case with every method; a JSON-able dict."""
     nthreads = nthreads or attncore.get_num_threads()
     roofs = measure_roofs(nthreads, quick=quick)
+    timing = dict(min_time=0.05, min_rounds=2) if quick else dict(min_time=0.3, min_rounds=3)
     rows: list[Row] = []
     with threads(nthreads):
         if progress:
@@ -398,11 +399,11 @@ def run(cases, methods=METHODS, nthreads: int | None = None, progress: bool = Tr
                 task = bar.add_task("benchmarking", total=len(cases))
                 for case in cases:
                     bar.update(task, description=case.label())
-                    rows += run_case(case, methods, min_time=0.1 if quick else 0.3)
+                    rows += run_case(case, methods, **timing)
                     bar.advance(task)
         else:
             for case in cases:
-                rows += run_case(case, methods, min_time=0.1 if quick else 0.3)
+                rows += run_case(case, methods, **timing)
     return {"machine": machine(), "roofs": roofs, "rows": [asdict(r) for r in rows]}
 
 
