@@ -67,6 +67,15 @@ typedef struct {
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
 } ac_kernels;
 
+/* The typed entries of a table whose kernels are named name_<isa>_<type>. */
+#define AC_KERNEL_ENTRIES(isa)                                                           \
+    .pack_f32 = pack_##isa##_f32, .qk_f32 = qk_##isa##_f32, .pv_f32 = pv_##isa##_f32,    \
+    .qkd_f32 = qkd_##isa##_f32, .rowmax_f32 = rowmax_##isa##_f32,                         \
+    .expsum_f32 = expsum_##isa##_f32, .pack_f64 = pack_##isa##_f64, .qk_f64 = qk_##isa##_f64, \
+    .pv_f64 = pv_##isa##_f64, .qkd_f64 = qkd_##isa##_f64, .rowmax_f64 = rowmax_##isa##_f64, \
+    .expsum_f64 = expsum_##isa##_f64, .pack_f16 = pack_##isa##_f16, .pv_f16 = pv_##isa##_f16, \
+    .qkd_f16 = qkd_##isa##_f16
+
 extern const ac_kernels ac_kernels_scalar;
 extern const ac_kernels ac_kernels_avx2;
 extern const ac_kernels ac_kernels_avx512;

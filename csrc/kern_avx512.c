@@ -153,11 +153,7 @@ const ac_kernels ac_kernels_avx512 = {
     .block_q = 128,
     .block_k = 128,
     .kt_pad = QK_C * 16,
-    .pack_f32 = pack_avx512_f32, .qk_f32 = qk_avx512_f32, .pv_f32 = pv_avx512_f32,
-    .qkd_f32 = qkd_avx512_f32, .rowmax_f32 = rowmax_avx512_f32, .expsum_f32 = expsum_avx512_f32,
-    .pack_f64 = pack_avx512_f64, .qk_f64 = qk_avx512_f64, .pv_f64 = pv_avx512_f64,
-    .qkd_f64 = qkd_avx512_f64, .rowmax_f64 = rowmax_avx512_f64, .expsum_f64 = expsum_avx512_f64,
-    .pack_f16 = pack_avx512_f16, .pv_f16 = pv_avx512_f16, .qkd_f16 = qkd_avx512_f16,
+    AC_KERNEL_ENTRIES(avx512),
     .fma_probe = fma_probe_avx512_f32, .read_probe = read_probe_avx512_f32,
 };
 #pragma GCC pop_options

@@ -40,11 +40,7 @@ const ac_kernels ac_kernels_scalar = {
     .block_q = 64,
     .block_k = 64,
     .kt_pad = 1,
-    .pack_f32 = pack_scalar_f32, .qk_f32 = qk_scalar_f32, .pv_f32 = pv_scalar_f32,
-    .qkd_f32 = qkd_scalar_f32, .rowmax_f32 = rowmax_scalar_f32, .expsum_f32 = expsum_scalar_f32,
-    .pack_f64 = pack_scalar_f64, .qk_f64 = qk_scalar_f64, .pv_f64 = pv_scalar_f64,
-    .qkd_f64 = qkd_scalar_f64, .rowmax_f64 = rowmax_scalar_f64, .expsum_f64 = expsum_scalar_f64,
-    .pack_f16 = pack_scalar_f16, .pv_f16 = pv_scalar_f16, .qkd_f16 = qkd_scalar_f16,
+    AC_KERNEL_ENTRIES(scalar),
     .fma_probe = fma_probe_scalar, .read_probe = read_probe_scalar,
 };
 
