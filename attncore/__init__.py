@@ -38,6 +38,8 @@ except PackageNotFoundError:  # pragma: no cover - running from an unusual insta
 
 _apply_env_isa()
 
+from attncore import teach  # noqa: E402 (uses the functions above)
+
 __all__ = [
     "attention",
     "scores",
@@ -48,4 +50,5 @@ __all__ = [
     "get_num_threads",
     "info",
     "reference",
+    "teach",
 ]

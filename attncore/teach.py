@@ -1,0 +1,276 @@
+"""Teaching experiments: the facts an attention course states, run on the real
+kernels (scores, softmax and attention from the C core, never a second toy
+implementation), reproducible by seed, tabulated and drawn.
+
+Each function returns a :class:`Result` with ``.table()`` (a list of dict rows of
+plain Python values), ``.plot(ax=None)`` (matplotlib, labelled) and a readable repr.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import attncore
+
+__all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation"]
+
+
+def _plain(x):
+    """NumPy scalars and arrays to plain Python values, for tables."""
+    if isinstance(x, np.ndarray):
+        return [_plain(v) for v in x.tolist()] if x.ndim else x.item()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+@dataclass
+class Result:
+    """What an experiment found: its rows, the facts they show, and a figure."""
+
+    name: str
+    title: str
+    rows: list[dict]
+    facts: dict = field(default_factory=dict)
+    draw: Callable | None = field(default=None, repr=False)
+
+    def table(self) -> list[dict]:
+        return [{k: _plain(v) for k, v in r.items()} for r in self.rows]
+
+    def plot(self, ax=None):
+        import matplotlib
+
+        if ax is None:
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(7, 4.2))
+        self.draw(ax)
+        ax.set_title(self.title)
+        return ax
+
+    def __repr__(self) -> str:
+        rows = self.table()
+        cols = list(rows[0]) if rows else []
+
+        def fmt(v):
+            if isinstance(v, float):
+                return f"{v:.4g}"
+            if isinstance(v, list):
+                return "[" + ", ".join(fmt(x) for x in v) + "]"
+            return str(v)
+
+        cells = [[fmt(r[c]) for c in cols] for r in rows]
+        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+        lines = [f"{self.name}: {self.title}"]
+        lines += [f"  {k}: {fmt(_plain(v))}" for k, v in self.facts.items()]
+        lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+        lines += ["  " + "  ".join(x.rjust(w) for x, w in zip(row, widths)) for row in cells]
+        return "\n".join(lines)
+
+
+def _entropy(p: np.ndarray) -> np.ndarray:
+    """Shannon entropy (nats) of each row of weights."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
+
+
+# ---- why √d_k ------------------------------------------------------------------
+
+
+def scaling(dks=(2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), samples=300, positions=6, seed=0):
+    """Why divide by √d_k: with N(0,1) components, q·k has variance d_k, so raw
+    scores spread as √d_k and the softmax collapses onto one key; dividing by
+    √d_k keeps the variance 1 and the entropy where it was, whatever d_k."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for dk in dks:
+        q = rng.standard_normal((samples, 1, dk))  # one query per sample, as (H, n=1, d)
+        k = rng.standard_normal((samples, positions, dk))
+        raw = attncore.scores(q, k, scale=1.0)[:, 0, :]  # (samples, positions), the C core
+        scaled = raw / math.sqrt(dk)
+        p_raw, p_scaled = attncore.softmax(raw), attncore.softmax(scaled)
+        rows.append({
+            "dk": dk,
+            "var_measured": float(raw.var()),
+            "var_theory": float(dk),
+            "score_range": float(np.mean(raw.max(-1) - raw.min(-1))),
+            "entropy_raw": float(_entropy(p_raw).mean()),
+            "entropy_scaled": float(_entropy(p_scaled).mean()),
+            "max_weight_raw": float(p_raw.max(-1).mean()),
+            "max_weight_scaled": float(p_scaled.max(-1).mean()),
+        })
+
+    def draw(ax):
+        d = [r["dk"] for r in rows]
+        ax.semilogx(d, [r["entropy_raw"] for r in rows], "o-", label="entropy, raw q·k")
+        ax.semilogx(d, [r["entropy_scaled"] for r in rows], "s-", label="entropy, q·k / √d_k")
+        ax.axhline(math.log(positions), color="k", ls="--", lw=1,
+                   label=f"maximum ln {positions} = {math.log(positions):.4f}")
+        ax.set(xlabel="d_k", ylabel="mean softmax entropy (nats)")
+        ax.legend(fontsize=8)
+
+    return Result("scaling", "why √d_k: raw scores collapse the softmax, scaled ones do not",
+                  rows, {"positions": positions, "max_entropy": math.log(positions)}, draw)
+
+
+# ---- why softmax ----------------------------------------------------------------
+
+
+def normalizers(scores=(2.0, 0.5, -1.0, 1.5, -0.5, 0.8), shift=10.0):
+    """Why softmax: of the ways to turn scores into weights, softmax alone gives
+    positive weights that sum to 1 *and* ignore adding a constant to every
+    score (only differences between scores matter)."""
+    s = np.asarray(scores, dtype=np.float64)
+    methods = {
+        "softmax": lambda x: attncore.softmax(x),  # the C core's
+        "divide by sum": lambda x: x / x.sum(),
+        "clip negatives, divide": lambda x: np.clip(x, 0, None) / np.clip(x, 0, None).sum(),
+    }
+    rows = []
+    for name, fn in methods.items():
+        w, w_shift = fn(s), fn(s + shift)
+        changed = bool(np.max(np.abs(w - w_shift)) > 1e-12)
+        negative = bool((w < 0).any())
+        verdict = ("ok" if not (changed or negative) else
+                   ", ".join(v for v, bad in (("negative weights", negative),
+                                             ("changed by the shift", changed)) if bad))
+        for shifted, weights in ((False, w), (True, w_shift)):
+            rows.append({"method": name, "shifted": shifted, "weights": weights,
+                         "sum": float(weights.sum()), "verdict": verdict})
+
+    def draw(ax):
+        width = 0.12
+        x = np.arange(len(s))
+        for idx, r in enumerate(rows):
+            ax.bar(x + (idx - len(rows) / 2) * width, r["weights"], width,
+                   label=f"{r['method']}{' +shift' if r['shifted'] else ''}")
+        ax.set(xlabel="position", ylabel="weight")
+        ax.axhline(0, color="k", lw=0.8)
+        ax.legend(fontsize=6, ncol=2)
+
+    return Result("normalizers", f"why softmax: three normalisers, before and after a +{shift} shift",
+                  rows, {"scores": list(s), "shift": shift}, draw)
+
+
+# ---- why n² ----------------------------------------------------------------------
+
+
+def memory(ns=(512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072), heads=32,
+           d_head=128, bytes_per_value=2, measured=False):
+    """Why n²: the score table of one layer (n²·heads values) against the KV
+    cache that produced it (2·n·heads·d_head values); with ``measured`` also
+    the peak memory of real naive and blockwise calls (one head, d = 64,
+    float32) at the sizes that fit."""
+    from attncore._measure import measure
+    from attncore._validate import memory_limit
+
+    rows = []
+    rng = np.random.default_rng(0)
+    for n in ns:
+        row = {"n": n,
+               "scores_bytes_head": n * n * bytes_per_value,
+               "scores_bytes_layer": n * n * bytes_per_value * heads,
+               "kv_cache_bytes": 2 * n * heads * d_head * bytes_per_value}
+        row["ratio"] = row["scores_bytes_layer"] / row["kv_cache_bytes"]
+        if measured:
+            fits = 3 * n * n * 4 < memory_limit() // 4 and n <= 16384
+            for method in ("naive", "flash"):
+                peak = None
+                if fits or method == "flash":
+                    x = rng.standard_normal((n, 64), dtype=np.float32)
+                    peak = measure(attncore.attention, x, x, x, method=method, repeat=0).peak_bytes
+                row[f"measured_{method}_bytes"] = peak
+        rows.append(row)
+
+    def draw(ax):
+        n = [r["n"] for r in rows]
+        ax.loglog(n, [r["scores_bytes_layer"] for r in rows], "o-", label="score table, one layer")
+        ax.loglog(n, [r["kv_cache_bytes"] for r in rows], "s-", label="KV cache, one layer")
+        if measured:
+            for method, mk in (("naive", "^"), ("flash", "v")):
+                pts = [(r["n"], r[f"measured_{method}_bytes"]) for r in rows
+                       if r[f"measured_{method}_bytes"] is not None]
+                if pts:
+                    ax.loglog(*zip(*pts), mk + ":", label=f"measured peak, {method} (1 head)")
+        ax.set(xlabel="n (tokens)", ylabel="bytes")
+        ax.legend(fontsize=8)
+
+    return Result("memory", "why n²: the score table outgrows the KV cache", rows,
+                  {"heads": heads, "d_head": d_head, "bytes_per_value": bytes_per_value}, draw)
+
+
+# ---- one cell's journey ----------------------------------------------------------
+
+_TRACE_Q = [[1.0, 0.0, 1.0], [0.0, 2.0, 0.0], [1.0, 1.0, 1.0], [0.5, -1.0, 2.0]]
+_TRACE_K = [[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [-1.0, 0.5, 0.5]]
+_TRACE_V = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]]
+
+
+def trace(q=None, k=None, v=None, i=2, j=1):
+    """One cell's whole journey: the products q_i,t·k_j,t, their sum, the scaled
+    score, the row's exponentials and denominator, the weight of (i, j), its
+    contribution to output row i, and that row as :func:`attncore.attention`
+    computes it.  With no arrays: a 4-token, d_k = 3 example."""
+    q = np.asarray(_TRACE_Q if q is None else q, dtype=np.float64)
+    k = np.asarray(_TRACE_K if k is None else k, dtype=np.float64)
+    v = np.asarray(_TRACE_V if v is None else v, dtype=np.float64)
+    dk = q.shape[-1]
+    scale = 1 / math.sqrt(dk)
+    products = q[i] * k[j]
+    row_scores = attncore.scores(q, k)[i]  # the C core's scaled row
+    exps = np.exp(row_scores - row_scores.max())
+    weights = attncore.softmax(row_scores)
+    out = attncore.attention(q, k, v)
+    contributions = weights[:, None] * v
+    steps = [
+        ("products q[i,t]·k[j,t]", products),
+        ("dot product", float(products.sum())),
+        (f"scaled score (× 1/√{dk})", float(products.sum() * scale)),
+        ("row i's scores (C core)", row_scores),
+        ("exp(score − max)", exps),
+        ("denominator Σ exp", float(exps.sum())),
+        ("weight of (i, j)", float(weights[j])),
+        ("contribution weight·v_j", contributions[j]),
+        ("Σ_j contributions", contributions.sum(axis=0)),
+        ("output row i (attncore.attention)", out[i]),
+    ]
+    rows = [{"step": name, "value": val} for name, val in steps]
+
+    def draw(ax):
+        ax.bar(np.arange(len(weights)), weights, color=["C1" if t == j else "C0"
+                                                        for t in range(len(weights))])
+        ax.set(xlabel="key position", ylabel=f"weight of row {i}")
+
+    return Result("trace", f"the journey of cell ({i}, {j})", rows,
+                  {"i": i, "j": j, "weight": float(weights[j]),
+                   "max_abs_diff_sum_vs_output": float(np.abs(contributions.sum(0) - out[i]).max())},
+                  draw)
+
+
+# ---- no positions, no order -----------------------------------------------------
+
+
+def permutation(n=8, d=16, seed=0):
+    """Without positional information attention is permutation-equivariant:
+    reversing the tokens of self-attention reverses its output, to rounding."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d))
+    out = attncore.attention(x, x, x)
+    out_rev = attncore.attention(x[::-1], x[::-1], x[::-1])
+    diff = np.abs(out_rev - out[::-1]).max(axis=1)
+    rows = [{"position": t, "max_abs_diff": float(diff[t])} for t in range(n)]
+
+    def draw(ax):
+        ax.imshow(np.concatenate([out, out_rev[::-1]], axis=1), aspect="auto", cmap="RdBu")
+        ax.set(xlabel=f"output features: original | reversed-then-flipped back (d={d} each)",
+               ylabel="token")
+
+    return Result("permutation", "reversing the input reverses the output", rows,
+                  {"max_abs_diff": float(diff.max())}, draw)

@@ -1,0 +1,125 @@
+"""The teaching experiments state facts; these tests hold them to theory, with
+tolerances set by the sampling error of each experiment."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import attncore
+from attncore import teach
+
+
+@pytest.fixture(scope="module")
+def scaling():
+    return teach.scaling()
+
+
+def test_scaling_variance_is_dk(scaling):
+    # X = q·k is a sum of d_k products of independent N(0,1): Var X = d_k and
+    # E X⁴ = 3d_k² + 6d_k, so the sample variance over N = 300·6 scores has a
+    # relative standard error sqrt((2 + 6/d_k)/N) <= 5.3% (d_k = 2): 25% is
+    # more than 4.5 standard errors for every d_k.
+    for r in scaling.table():
+        assert r["var_theory"] == r["dk"]
+        assert abs(r["var_measured"] / r["dk"] - 1) < 0.25, r
+
+
+def test_scaling_keeps_entropy_flat_and_raw_collapses(scaling):
+    rows = scaling.table()
+    scaled = [r["entropy_scaled"] for r in rows]
+    raw = [r["entropy_raw"] for r in rows]
+    # the mean over 300 samples of an entropy whose spread is ~0.2 nats has a
+    # standard error ~0.012: scaled entropies agree within 0.15 (±6σ) and stay
+    # below the maximum ln 6
+    assert max(scaled) - min(scaled) < 0.15
+    assert max(scaled) < math.log(6) == pytest.approx(scaling.facts["max_entropy"])
+    # unscaled, the spread grows as √d_k and the softmax collapses onto one key
+    assert raw[-1] < raw[0] / 10 and raw[-1] < 0.2
+    for r in rows:
+        if r["dk"] >= 16:
+            assert r["entropy_raw"] < r["entropy_scaled"] - 0.5
+            assert r["max_weight_raw"] > r["max_weight_scaled"] + 0.2
+    ranges = [r["score_range"] for r in rows]
+    assert all(b > a for a, b in zip(ranges, ranges[1:]))
+
+
+def test_scaling_is_reproducible_by_seed():
+    assert teach.scaling(dks=(8,), seed=3).table() == teach.scaling(dks=(8,), seed=3).table()
+    assert teach.scaling(dks=(8,), seed=3).table() != teach.scaling(dks=(8,), seed=4).table()
+
+
+def test_normalizers_only_softmax_survives_the_shift():
+    rows = {(r["method"], r["shifted"]): r for r in teach.normalizers().table()}
+    soft, soft_shift = rows["softmax", False], rows["softmax", True]
+    assert np.allclose(soft["weights"], soft_shift["weights"], rtol=0, atol=1e-15)
+    assert soft["verdict"] == "ok" and abs(soft["sum"] - 1) < 1e-15
+    assert min(soft["weights"]) > 0
+    assert rows["divide by sum", False]["verdict"] == "negative weights, changed by the shift"
+    assert min(rows["divide by sum", False]["weights"]) < 0
+    assert rows["clip negatives, divide", False]["verdict"] == "changed by the shift"
+
+
+def test_memory_formulas_are_exact():
+    res = teach.memory(ns=(512, 4096), heads=32, d_head=128, bytes_per_value=2)
+    for r in res.table():
+        n = r["n"]
+        assert r["scores_bytes_head"] == n * n * 2
+        assert r["scores_bytes_layer"] == n * n * 2 * 32
+        assert r["kv_cache_bytes"] == 2 * n * 32 * 128 * 2
+        assert r["ratio"] == n / 256  # n²·h / (2·n·h·d): grows linearly in n
+
+
+def test_memory_measured_naive_holds_the_table():
+    rows = teach.memory(ns=(256, 1024), measured=True).table()
+    for r in rows:
+        assert r["measured_naive_bytes"] >= 4 * r["n"] ** 2  # the float32 n×n table
+        assert r["measured_flash_bytes"] < r["measured_naive_bytes"]
+    assert rows[1]["measured_naive_bytes"] / rows[0]["measured_naive_bytes"] > 10  # ~16×
+
+
+def test_trace_follows_one_cell_to_the_kernel_output():
+    res = teach.trace()
+    steps = {r["step"]: r["value"] for r in res.table()}
+    assert steps["dot product"] == sum(steps["products q[i,t]·k[j,t]"]) == 2.0
+    assert steps["scaled score (× 1/√3)"] == pytest.approx(2 / math.sqrt(3), abs=1e-15)
+    assert steps["denominator Σ exp"] == pytest.approx(sum(steps["exp(score − max)"]), abs=1e-15)
+    w = steps["weight of (i, j)"]
+    assert w == pytest.approx(steps["exp(score − max)"][1] / steps["denominator Σ exp"], abs=1e-15)
+    out = attncore.attention(teach._TRACE_Q, teach._TRACE_K, teach._TRACE_V)[2]
+    assert np.array_equal(steps["output row i (attncore.attention)"], out)
+    assert np.allclose(steps["Σ_j contributions"], out, rtol=0, atol=1e-15)
+    # any arrays and any cell
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((6, 5)) for _ in range(3))
+    t = teach.trace(q, k, v, i=4, j=0)
+    assert t.facts["max_abs_diff_sum_vs_output"] < 1e-14
+
+
+def test_permutation_reverses_exactly_to_rounding():
+    res = teach.permutation(n=16, d=8, seed=2)
+    assert res.facts["max_abs_diff"] < 1e-14
+    assert len(res.table()) == 16
+
+
+def test_every_result_renders_headless_without_warnings(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = [teach.scaling(dks=(4, 64)), teach.normalizers(), teach.memory(ns=(512, 1024)),
+               teach.trace(), teach.permutation()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for res in results:
+            ax = res.plot()
+            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+            ax.figure.savefig(tmp_path / f"{res.name}.png")
+            plt.close(ax.figure)
+            text = repr(res)
+            assert text.startswith(res.name) and "\n" in text
+            for row in res.table():  # plain Python values only
+                for value in row.values():
+                    assert isinstance(value, (int, float, str, bool, list, type(None)))
