@@ -196,6 +196,23 @@ def attention(
     return result[0] if len(result) == 1 else tuple(result)
 
 
+def _flash_counted(q, k, v, *, causal=False, window=None, block_q=None, block_k=None):
+    """attention(method="flash") that also returns the kernel's own count of the
+    (Q block, K block) tiles it computed and of those it masked: (out, computed,
+    masked).  Blocks it skipped are the rest of the grid.  For teaching."""
+    p = V.problem(q, k, v)
+    vis = V.visibility(p, causal, window)
+    vis.split_kv = 0  # the blockwise grid, not decode's chunks
+    B, H, Hkv, n, m, dk, dv = p.shape
+    out = np.empty((B, H, n, dv), p.dtype)
+    lse = np.empty((B, H, n), p.dtype)
+    counts = np.zeros(2, np.int64)
+    k4, v4 = _kv_for_core(p)
+    _core.flash(p.q, k4, v4, out, lse, p.scale, vis, V.block_size(block_q, "block_q"),
+                V.block_size(block_k, "block_k"), get_num_threads(), counts)
+    return out.reshape(p.lead + (n, dv)), int(counts[0]), int(counts[1])
+
+
 def scores(q, k, *, scale: float | None = None, causal: bool = False, mask=None,
            key_lengths=None, window: int | None = None) -> np.ndarray:
     """The scaled score table ``q·kᵀ·scale``, ``-inf`` where a key is hidden

@@ -23,6 +23,7 @@ cdef extern from "attncore.h" nogil:
         const uint8_t *mask
         int64_t mask_stride[4]
         int64_t block_q, block_k
+        int64_t *block_counts
         int split_kv
         int num_threads
 

@@ -78,6 +78,7 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
     a.v_stride[0] = a.v_stride[1] = a.v_stride[2] = 0
     a.scale = scale
     a.split_kv = vis.split_kv
+    a.block_counts = NULL
     a.block_q = block_q
     a.block_k = block_k
     a.num_threads = nthreads
@@ -87,9 +88,13 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
 @cython.boundscheck(False)
 def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, object vis,
-          int64_t block_q, int64_t block_k, int nthreads):
+          int64_t block_q, int64_t block_k, int nthreads, counts=None):
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
     _strides3(a.v_stride, v.shape, v.strides, sizeof(kvt))
+    cdef int64_t[::1] bc
+    if counts is not None:  # the kernel counts the tiles it computes, for teaching
+        bc = counts
+        a.block_counts = &bc[0]
     cdef int rc
     with nogil:
         if real is float and kvt is float:

@@ -16,7 +16,8 @@ import numpy as np
 
 import attncore
 
-__all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation"]
+__all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation", "causal",
+           "crossover", "scorers", "saturation", "regimes"]
 
 
 def _plain(x):
@@ -274,3 +275,189 @@ def permutation(n=8, d=16, seed=0):
 
     return Result("permutation", "reversing the input reverses the output", rows,
                   {"max_abs_diff": float(diff.max())}, draw)
+
+
+def _best_time(fn, repeat=3):
+    import time
+
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+# ---- what the causal mask does ---------------------------------------------------
+
+
+def causal(n=2048, d=64, heads=4, block=128, seed=0):
+    """The causal mask: each row still sums to 1, only n(n+1)/2 of the n² cells
+    do any work, and the blockwise kernel really skips the blocks above the
+    diagonal — counted by the kernel itself — which shows in the time."""
+    from attncore._api import _flash_counted
+
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+    small = rng.standard_normal((8, 4))
+    _, weights = attncore.attention(small, small, small, causal=True, method="naive",
+                                    return_weights=True)
+    nb = -(-n // block)
+    rows = []
+    for is_causal in (False, True):
+        _, computed, masked = _flash_counted(q, k, v, causal=is_causal, block_q=block,
+                                             block_k=block)
+        seconds = _best_time(lambda: attncore.attention(q, k, v, causal=is_causal,
+                                                        block_q=block, block_k=block))
+        rows.append({"mask": "causal" if is_causal else "full",
+                     "cells_working": n * (n + 1) // 2 if is_causal else n * n,
+                     "cells_total": n * n,
+                     "blocks_computed": computed // heads, "blocks_masked": masked // heads,
+                     "blocks_skipped": nb * nb - computed // heads, "blocks_total": nb * nb,
+                     "seconds": seconds})
+    facts = {"rows_sum_to_one_max_error": float(np.abs(weights.sum(-1) - 1).max()),
+             "mask_8x8": (weights > 0).astype(int),
+             "time_ratio_full_over_causal": rows[0]["seconds"] / rows[1]["seconds"]}
+
+    def draw(ax):
+        ax.imshow(weights, cmap="viridis")
+        ax.set(xlabel="key j", ylabel="query i")
+
+    return Result("causal", f"the causal mask: {rows[1]['blocks_skipped']} of {nb * nb} blocks "
+                  f"skipped at n={n}", rows, facts, draw)
+
+
+# ---- where the materialised table wins and loses ----------------------------------
+
+
+def crossover(ns=(64, 128, 256, 512, 1024, 2048, 4096), d=64, heads=4, seed=0):
+    """Naive (materialised) against blockwise attention on this machine: time
+    and peak memory vs n.  While the n×m table fits in cache the naive passes
+    are cheap; as it grows, its memory grows as n² and its time falls behind."""
+    from attncore._measure import measure
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in ns:
+        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+        row = {"n": n}
+        for method in ("naive", "flash"):
+            row[f"{method}_seconds"] = _best_time(lambda: attncore.attention(q, k, v, method=method))
+            row[f"{method}_peak_bytes"] = measure(attncore.attention, q, k, v, method=method,
+                                                  repeat=0).peak_bytes
+        row["naive_over_flash"] = row["naive_seconds"] / row["flash_seconds"]
+        rows.append(row)
+
+    def draw(ax):
+        n = [r["n"] for r in rows]
+        ax.loglog(n, [r["naive_seconds"] for r in rows], "s-", label="naive (materialised)")
+        ax.loglog(n, [r["flash_seconds"] for r in rows], "o-", label="blockwise")
+        ax.set(xlabel="n", ylabel="seconds")
+        ax.legend(fontsize=8)
+
+    return Result("crossover", "naive vs blockwise on this machine", rows,
+                  {"heads": heads, "d": d}, draw)
+
+
+# ---- scoring functions -------------------------------------------------------------
+
+
+def scorers(d=16, lengths=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), seed=0):
+    """Three ways to score a query against a key, on the same vectors scaled
+    to several lengths: the dot product grows with the length (so the softmax
+    sharpens), cosine removes the length, additive (Bahdanau) scoring
+    vᵀ·tanh(W_q q + W_k k) saturates."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((1, d))
+    k = rng.standard_normal((6, d))
+    w_q, w_k = rng.standard_normal((d, d)) / math.sqrt(d), rng.standard_normal((d, d)) / math.sqrt(d)
+    w_v = rng.standard_normal(d) / math.sqrt(d)
+    rows = []
+    for length in lengths:
+        qs, ks = q * length, k * length
+        dot = attncore.scores(qs, ks, scale=1.0)[0]  # the C core's
+        unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)  # noqa: E731
+        cosine = attncore.scores(unit(qs), unit(ks), scale=1.0)[0]
+        additive = np.tanh(qs @ w_q.T + ks @ w_k.T) @ w_v  # (6,): a small MLP, not attention
+        rows.append({"length": length, "dot": dot, "cosine": cosine, "additive": additive,
+                     "max_weight_dot": float(attncore.softmax(dot).max()),
+                     "max_weight_cosine": float(attncore.softmax(cosine).max()),
+                     "max_weight_additive": float(attncore.softmax(additive).max())})
+
+    def draw(ax):
+        x = [r["length"] for r in rows]
+        for name in ("dot", "cosine", "additive"):
+            ax.semilogx(x, [r[f"max_weight_{name}"] for r in rows], "o-", label=name)
+        ax.set(xlabel="length of q and k (× the original)", ylabel="largest softmax weight")
+        ax.legend(fontsize=8)
+
+    return Result("scorers", "what length does to each scoring function", rows, {"d": d}, draw)
+
+
+# ---- vanishing gradients without the scale ------------------------------------------
+
+
+def saturation(dks=(4, 16, 64, 256, 1024), samples=200, positions=6, seed=0):
+    """Why the scale matters for training: the softmax Jacobian diag(p) − p pᵀ
+    (from the C core's softmax) shrinks towards 0 as the unscaled scores
+    spread with d_k — gradients vanish — and stays put with ÷√d_k."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for dk in dks:
+        q = rng.standard_normal((samples, 1, dk))
+        k = rng.standard_normal((samples, positions, dk))
+        raw = attncore.scores(q, k, scale=1.0)[:, 0, :]
+        out = {"dk": dk}
+        for name, s in (("raw", raw), ("scaled", raw / math.sqrt(dk))):
+            p = attncore.softmax(s)
+            jac = p[:, :, None] * (np.eye(positions)[None] - p[:, None, :])  # diag(p) − p pᵀ
+            out[f"grad_norm_{name}"] = float(np.linalg.norm(jac, axis=(1, 2)).mean())
+        rows.append(out)
+
+    def draw(ax):
+        d = [r["dk"] for r in rows]
+        ax.loglog(d, [r["grad_norm_raw"] for r in rows], "o-", label="raw q·k")
+        ax.loglog(d, [r["grad_norm_scaled"] for r in rows], "s-", label="q·k / √d_k")
+        ax.set(xlabel="d_k", ylabel="mean ‖∂softmax/∂scores‖_F")
+        ax.legend(fontsize=8)
+
+    return Result("saturation", "the softmax gradient vanishes without the scale", rows,
+                  {"positions": positions}, draw)
+
+
+# ---- compute-bound and bandwidth-bound ---------------------------------------------
+
+
+def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True):
+    """A prefill and a decode step placed on this machine's roofline, measured
+    now: prefill does ~n FLOPs per byte and is bound by the FMA units, decode
+    ~1 FLOP per byte and by the memory."""
+    from attncore import bench
+
+    roofs = bench.measure_roofs(attncore.get_num_threads(), quick=quick)
+    ridge = roofs["fma_gflops"] / roofs["read_gbs"]
+    cases = {"prefill": bench.Case(n_prefill, d, False, H=heads),
+             "decode": bench.Case(1, d, False, H=heads, regime="decode", keys=m_decode)}
+    rows = []
+    for name, case in cases.items():
+        inputs = bench.make_inputs(case)
+        seconds = _best_time(bench.runner("attncore-flash", case, inputs))
+        ai = case.flops / case.bytes("attncore-flash")
+        rows.append({"regime": name, "n": case.n, "m": case.m, "intensity": ai,
+                     "gflops": case.flops / seconds / 1e9,
+                     "gbs": case.bytes("attncore-flash") / seconds / 1e9,
+                     "bound": "compute" if ai > ridge else "bandwidth",
+                     "roof_gflops": min(roofs["fma_gflops"], ai * roofs["read_gbs"])})
+
+    def draw(ax):
+        ai = np.logspace(-1, 4, 200)
+        ax.loglog(ai, np.minimum(roofs["fma_gflops"], ai * roofs["read_gbs"]), "k-", label="roof")
+        for r in rows:
+            ax.scatter([r["intensity"]], [r["gflops"]], s=60, label=f"{r['regime']} (measured)")
+        ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="GFLOP/s")
+        ax.legend(fontsize=8)
+
+    return Result("regimes", "prefill is compute-bound, decode bandwidth-bound", rows,
+                  {"fma_gflops": roofs["fma_gflops"], "read_gbs": roofs["read_gbs"],
+                   "ridge_flop_per_byte": ridge}, draw)

@@ -52,6 +52,9 @@ typedef struct {
     const uint8_t *mask;            /* boolean (batch, head, n, m) view, 1 = may attend; or NULL */
     int64_t mask_stride[4];         /* its strides in bytes (0 where it broadcasts) */
     int64_t block_q, block_k;       /* blockwise tile sizes; 0 = the tuned default */
+    int64_t *block_counts;          /* NULL, or 2 counters the blockwise kernel adds to:
+                                       [0] (Q block, K block) tiles computed, [1] of them
+                                       masked (on an edge of the band) — for teaching */
     int split_kv;                   /* few query rows: split the keys (decode.c)?
                                        -1 = when it pays, 0 = never, 1 = always */
     int num_threads;                /* OpenMP threads; <= 0 = the OpenMP default */

@@ -34,8 +34,8 @@
  * blocks kp (psize values apart) and V (vfin: is each V block finite?);
  * vis says which keys each row sees;
  * s is the (rows, bk) tile, mi/li/bmax per-row state, o the (rows, dv) rows
- * of the output. */
-static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
+ * of the output.  Returns (tiles computed) · 2^32 + (of them masked). */
+static int64_t R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
                            int64_t bk, const real *qb, const real *kp, int64_t psize,
                            const kvreal *vh, const unsigned char *vfin, int64_t i0, int64_t rows, real *s, real *mi, real *li,
                            real *bmax, real *o, real *lse) {
@@ -47,9 +47,12 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_
     const int64_t kv_begin = ac_vis_lo(vis, i0) / bk * bk, kv_end = ac_vis_hi(vis, i0 + rows - 1);
 
     RR(ac_online_start)(rows, mi, li, o, dv);
+    int64_t tiles = 0, edges = 0;
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk;
         const int edge = !ac_vis_clear(vis, i0, rows, j0, cols);
+        tiles++;
+        edges += edge;
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) bmax[r] = -INFINITY;
         K->RR(qk)(rows, cols, a->dk, qb, ldq, kp + (j0 / bk) * psize, m - j0 < bk ? m - j0 : bk,
@@ -65,6 +68,7 @@ static void R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_
                       vfin[j0 / bk]);
     }
     RR(ac_online_finish)(rows, mi, li, o, dv, lse);
+    return (tiles << 32) + edges;
 }
 
 int R(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v, real *out,
@@ -135,12 +139,18 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
             const int64_t hk = h / group;
             ac_vis vis;
             ac_vis_init(&vis, a, b, h);
-            R(flash_block)(K, a, &vis, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
+            const int64_t counted = R(flash_block)(K, a, &vis, bk, q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
                            kpack + (b * Hkv + hk) * nkb * psize, psize,
                            v + b * a->v_stride[0] + hk * a->v_stride[1],
                            vfin + (b * Hkv + hk) * nkb, i0, rows, s,
                            s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq,
                            out + (hb * n + i0) * dv, lse ? lse + hb * n + i0 : NULL);
+            if (a->block_counts) {
+                #pragma omp atomic
+                a->block_counts[0] += counted >> 32;
+                #pragma omp atomic
+                a->block_counts[1] += counted & 0xffffffff;
+            }
         }
         ac_ws_free(s, scratch, sizeof(real));
     }

@@ -110,7 +110,9 @@ def test_every_result_renders_headless_without_warnings(tmp_path):
     import matplotlib.pyplot as plt
 
     results = [teach.scaling(dks=(4, 64)), teach.normalizers(), teach.memory(ns=(512, 1024)),
-               teach.trace(), teach.permutation()]
+               teach.trace(), teach.permutation(), teach.causal(n=256, d=8, heads=1),
+               teach.crossover(ns=(64, 128), d=8, heads=1), teach.scorers(),
+               teach.saturation(dks=(4, 16)), teach.regimes(n_prefill=256, m_decode=1024, heads=1)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for res in results:
@@ -123,3 +125,70 @@ def test_every_result_renders_headless_without_warnings(tmp_path):
             for row in res.table():  # plain Python values only
                 for value in row.values():
                     assert isinstance(value, (int, float, str, bool, list, type(None)))
+
+
+@pytest.mark.parametrize("n,block", [(1024, 128), (1000, 128), (300, 64)])
+def test_causal_block_counts_are_the_analytic_ones(n, block):
+    res = teach.causal(n=n, d=16, heads=2, block=block)
+    full, causal = res.table()
+    nb = -(-n // block)
+    assert full["blocks_computed"] == nb * nb and full["blocks_masked"] == 0
+    # the kernel visits the lower triangle of the block grid and masks its diagonal
+    assert causal["blocks_computed"] == nb * (nb + 1) // 2
+    assert causal["blocks_masked"] == nb
+    assert causal["blocks_skipped"] == nb * nb - nb * (nb + 1) // 2
+    assert causal["cells_working"] == n * (n + 1) // 2 and causal["cells_total"] == n * n
+    assert res.facts["rows_sum_to_one_max_error"] < 1e-15
+    assert np.array_equal(res.facts["mask_8x8"], np.tril(np.ones((8, 8), int)))
+
+
+def test_block_counts_under_a_window():
+    from attncore._api import _flash_counted
+
+    x = np.random.default_rng(0).standard_normal((1024, 8)).astype(np.float32)
+    out, computed, masked = _flash_counted(x, x, x, causal=True, window=128, block_q=128,
+                                           block_k=128)
+    # each Q block sees its diagonal block and the one before it (but the first)
+    assert computed == 2 * 8 - 1 and masked == computed
+    assert np.allclose(out, attncore.attention(x, x, x, causal=True, window=128), atol=1e-6)
+
+
+def test_crossover_memory_is_n_squared_for_naive_only():
+    rows = teach.crossover(ns=(128, 512), d=16, heads=2).table()
+    for r in rows:
+        assert r["naive_peak_bytes"] >= 4 * r["n"] ** 2
+    assert rows[1]["naive_peak_bytes"] / rows[0]["naive_peak_bytes"] > 8
+    assert rows[1]["flash_peak_bytes"] / rows[0]["flash_peak_bytes"] < 5
+
+
+def test_scorers_length_grows_dot_cosine_removes_it():
+    rows = teach.scorers().table()
+    base = rows[[r["length"] for r in rows].index(1.0)]
+    for r in rows:
+        # the dot product scales as length², exactly up to rounding; cosine not at all
+        assert np.allclose(r["dot"], np.array(base["dot"]) * r["length"] ** 2, rtol=1e-12)
+        assert np.allclose(r["cosine"], base["cosine"], rtol=0, atol=1e-14)
+        assert max(abs(x) for x in r["cosine"]) <= 1 + 1e-12
+    sharp = [r["max_weight_dot"] for r in rows]
+    assert all(b >= a for a, b in zip(sharp, sharp[1:])) and sharp[-1] > 0.99
+    assert len({round(r["max_weight_cosine"], 12) for r in rows}) == 1
+
+
+def test_saturation_gradient_vanishes_only_unscaled():
+    rows = teach.saturation().table()
+    raw = [r["grad_norm_raw"] for r in rows]
+    scaled = [r["grad_norm_scaled"] for r in rows]
+    assert all(b < a for a, b in zip(raw, raw[1:])) and raw[-1] < raw[0] / 5
+    # the scaled scores are N(0,1) whatever d_k: the mean norm over 200 samples
+    # agrees within 0.05 (its standard error is ~0.007)
+    assert max(scaled) - min(scaled) < 0.05
+
+
+def test_regimes_place_prefill_and_decode_either_side_of_the_ridge():
+    res = teach.regimes(n_prefill=512, m_decode=4096, heads=2, d=64)
+    rows = {r["regime"]: r for r in res.table()}
+    ridge = res.facts["ridge_flop_per_byte"]
+    assert rows["decode"]["intensity"] < ridge < rows["prefill"]["intensity"]
+    assert rows["decode"]["bound"] == "bandwidth" and rows["prefill"]["bound"] == "compute"
+    # decode: 4·d FLOPs per key against 2·d values of 4 bytes read: 0.5 FLOP/byte
+    assert rows["decode"]["intensity"] == pytest.approx(0.5, rel=0.01)
