@@ -5,6 +5,7 @@
                                    max error, time, peak memory
     attncore bench [--quick|--full] the benchmark sweep against NumPy and torch,
                                    under the machine's measured roofs; table + figures
+    attncore tour [--markdown F]   every teaching experiment: tables, figures, tutorial
     attncore plot FILE.json        the same figures from a saved run or from
                                    pytest-benchmark's JSON (pytest bench/ --benchmark-json)
 """
@@ -103,6 +104,16 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_tour(args) -> int:
+    from attncore import tour
+
+    tour.run(args.out, markdown=args.markdown, quick=args.quick)
+    if args.markdown:
+        print(f"tutorial: {args.markdown}")
+    print(f"figures: {args.out}/")
+    return 0
+
+
 def cmd_plot(args) -> int:
     from attncore import bench
 
@@ -144,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     b.add_argument("--no-progress", action="store_true")
     b.set_defaults(fn=cmd_bench)
+
+    t = sub.add_parser("tour", help="every teaching experiment: tables, figures, a tutorial")
+    t.add_argument("--out", default="attncore-tour", help="folder for the figures")
+    t.add_argument("--markdown", metavar="FILE", help="also write the guided tutorial")
+    t.add_argument("--quick", action="store_true", help="smaller samples and sizes")
+    t.set_defaults(fn=cmd_tour)
 
     pl = sub.add_parser("plot", help="figures from a saved run or pytest-benchmark JSON")
     pl.add_argument("file")
