@@ -12,8 +12,8 @@ from attncore import _core
 from attncore import _isa
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax", "merge", "set_num_threads", "get_num_threads",
-           "info"]
+__all__ = ["attention", "scores", "softmax", "merge", "linear_attention", "set_num_threads",
+           "get_num_threads", "info"]
 
 # ---- threads ------------------------------------------------------------------
 
@@ -194,6 +194,33 @@ def attention(
     if return_weights:
         result.append(weights.reshape(p.lead + (n, m)))
     return result[0] if len(result) == 1 else tuple(result)
+
+
+FEATURE_MAPS = ("elu1",)
+
+
+def linear_attention(q, k, v, *, causal: bool = False, feature_map: str = "elu1"):
+    """Kernelised ("linear") attention: the softmax's exp(q·k) replaced by
+    φ(q)·φ(k) with the feature map φ = elu(x) + 1 (``feature_map="elu1"``).
+
+    ``out_i = φ(q_i)ᵀ S / (φ(q_i)·z)`` with ``S = Σ_j φ(k_j) v_jᵀ`` and
+    ``z = Σ_j φ(k_j)``: the sums over keys are shared by every row, so the cost
+    is O(n·d·d_v) time and O(d·d_v) state instead of O(n·m·d) and an n×m
+    table.  ``causal`` (bottom-right aligned, as in :func:`attention`) turns S
+    and z into running prefix sums.  Shapes and dtypes as in
+    :func:`attention` (float32 or float64); returns (..., H, n, d_v).  A row
+    that sees no key gives 0.
+    """
+    if feature_map not in FEATURE_MAPS:
+        raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
+    p = V.problem(q, k, v, scale=1.0)
+    if p.kv_half:
+        raise TypeError("linear_attention takes float32 or float64 arrays, got float16 k and v")
+    vis = V.visibility(p, causal)
+    B, H, Hkv, n, m, dk, dv = p.shape
+    out = np.empty((B, H, n, dv), p.dtype)
+    _core.linear(p.q, p.k, p.v, out, vis, get_num_threads())
+    return out.reshape(p.lead + (n, dv))
 
 
 def _flash_counted(q, k, v, *, causal=False, window=None, block_q=None, block_k=None):

@@ -47,6 +47,10 @@ cdef extern from "attncore.h" nogil:
     int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                        int num_threads)
 
+    int ac_linear_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                      float *out)
+    int ac_linear_f64(const ac_attn_args *a, const double *q, const double *k,
+                      const double *v, double *out)
     int ac_merge_f32(int64_t parts, int64_t rows, int64_t dv, const float *const *o,
                      const float *const *lse, float *out, float *lse_out, int num_threads)
     int ac_merge_f64(int64_t parts, int64_t rows, int64_t dv, const double *const *o,

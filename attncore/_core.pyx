@@ -169,6 +169,21 @@ def softmax(const real[:, ::1] x, real[:, ::1] y, real[::1] lse, int nthreads):
         _raise(rc)
 
 
+@cython.boundscheck(False)
+def linear(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
+           real[:, :, :, ::1] out, object vis, int nthreads):
+    cdef ac_attn_args a = _args(q, k, v.shape[3], 1.0, vis, 0, 0, nthreads)
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
+    cdef int rc
+    with nogil:
+        if real is float:
+            rc = ac_linear_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0], &out[0, 0, 0, 0])
+        else:
+            rc = ac_linear_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0], &out[0, 0, 0, 0])
+    if rc != AC_OK:
+        _raise(rc)
+
+
 MERGE_MAX_PARTS = AC_MERGE_MAX_PARTS
 
 

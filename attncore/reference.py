@@ -13,7 +13,7 @@ import numpy as np
 
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax", "merge"]
+__all__ = ["attention", "scores", "softmax", "merge", "linear_attention"]
 
 _quiet = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
 
@@ -143,3 +143,25 @@ def merge(o_a, lse_a, o_b, lse_b, *more):
                        terms.sum(axis=0) / total[..., None], 0)
         out_lse = np.where(total > 0, safe + np.log(total), np.where(np.isnan(total), np.nan, -np.inf))
     return out.astype(dtype), out_lse.astype(dtype)
+
+
+def linear_attention(q, k, v, *, causal=False, feature_map="elu1"):
+    """Reference for :func:`attncore.linear_attention`, written as the n×m
+    table of φ(q)·φ(k) weights it avoids (the definition, not the algorithm)."""
+    from attncore._api import FEATURE_MAPS
+
+    if feature_map not in FEATURE_MAPS:
+        raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
+    p = V.problem(q, k, v, scale=1.0)
+    if p.kv_half:
+        raise TypeError("linear_attention takes float32 or float64 arrays, got float16 k and v")
+    vis = V.visibility(p, causal)
+    B, H, Hkv, n, m, dk, dv = p.shape
+    phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))  # noqa: E731
+    k4 = np.repeat(phi(p.k), H // Hkv, axis=1) if Hkv else phi(p.k)
+    v4 = np.repeat(p.v, H // Hkv, axis=1) if Hkv else p.v
+    w = np.matmul(phi(p.q), np.swapaxes(k4, -1, -2)) * _visible(p, vis)  # (B, H, n, m)
+    total = w.sum(axis=-1, keepdims=True)
+    with np.errstate(**_quiet):
+        out = np.where(total > 0, np.matmul(w, v4) / total, 0)
+    return out.astype(p.dtype).reshape(p.lead + (n, dv))

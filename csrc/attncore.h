@@ -94,6 +94,14 @@ int ac_softmax_f32(int64_t rows, int64_t cols, const float *x, float *y, float *
 int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                    int num_threads);
 
+/* Linear (kernelised) attention with φ(x) = elu(x) + 1: O(n·d·dv) time,
+ * O(d·dv) state; causal by running prefix sums (linear.c).  Reads the q/k/v
+ * and causal fields of `a`. */
+int ac_linear_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                  float *out);
+int ac_linear_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                  double *out);
+
 /* The log-sum-exp merge of `parts` partial results over disjoint sets of
  * keys: o[c] (rows, dv) and lse[c] (rows), dense, into out (rows, dv) and
  * lse_out (rows, may be NULL).  At most AC_MERGE_MAX_PARTS parts a call
