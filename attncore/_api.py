@@ -12,7 +12,8 @@ from attncore import _core
 from attncore import _isa
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax", "merge", "linear_attention", "set_num_threads",
+__all__ = ["attention", "scores", "softmax", "merge", "linear_attention",
+           "multi_head_attention", "set_num_threads",
            "get_num_threads", "info"]
 
 # ---- threads ------------------------------------------------------------------
@@ -221,6 +222,66 @@ def linear_attention(q, k, v, *, causal: bool = False, feature_map: str = "elu1"
     out = np.empty((B, H, n, dv), p.dtype)
     _core.linear(p.q, p.k, p.v, out, vis, get_num_threads())
     return out.reshape(p.lead + (n, dv))
+
+
+def _project(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w, (..., n, d_in) @ (d_in, d_out), on the C core: the score kernel
+    with scale 1 against wᵀ (broadcast over the batch, never copied)."""
+    lead = x.shape[:-2]
+    x4 = x.reshape(lead + (1,) + x.shape[-2:]) if lead else x[None]
+    wt = np.broadcast_to(w.T, lead + (1,) + w.T.shape) if lead else w.T[None]
+    return scores(x4, wt, scale=1.0)[..., 0, :, :] if lead else scores(x4, wt, scale=1.0)[0]
+
+
+def multi_head_attention(x, w_q, w_k, w_v, w_o, *, heads: int, kv_heads: int | None = None,
+                         causal: bool = False, scale: float | None = None, mask=None,
+                         key_lengths=None, window: int | None = None):
+    """A multi-head self-attention layer on the C core.
+
+    ``q = x·w_q``, ``k = x·w_k``, ``v = x·w_v`` split into ``heads`` (query) and
+    ``kv_heads`` (key/value, default ``heads``; fewer is GQA) heads of
+    ``d_head`` dims, :func:`attention` per head, the heads concatenated, then
+    ``·w_o``.  x (..., n, d_model); w_q (d_model, heads·d_head); w_k and w_v
+    (d_model, kv_heads·d_head); w_o (heads·d_head, d_out).  The projections
+    run on the core's own matrix kernels (no BLAS).  The other arguments are
+    :func:`attention`'s.  Returns (..., n, d_out).  Parameters: 3·d_model² +
+    d_model² for d_head·heads = d_model, whatever the number of heads.
+    """
+    heads = V.positive_int(heads, "heads")
+    kv_heads = heads if kv_heads is None else V.positive_int(kv_heads, "kv_heads")
+    arrays = {"x": V.as_float_array(x, "x"), "w_q": V.as_float_array(w_q, "w_q"),
+              "w_k": V.as_float_array(w_k, "w_k"), "w_v": V.as_float_array(w_v, "w_v"),
+              "w_o": V.as_float_array(w_o, "w_o")}
+    V.common_dtype(**arrays)
+    x, w_q, w_k, w_v, w_o = arrays.values()
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., n, d_model), got {x.shape}")
+    d_model = x.shape[-1]
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
+        if w.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D matrix, got shape {w.shape}")
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    if w_q.shape[0] != d_model or w_q.shape[1] % heads:
+        raise ValueError(f"w_q must have shape ({d_model}, heads·d_head) with heads={heads}, "
+                         f"got {w_q.shape}")
+    d_head = w_q.shape[1] // heads
+    for name, w in (("w_k", w_k), ("w_v", w_v)):
+        if w.shape != (d_model, kv_heads * d_head):
+            raise ValueError(f"{name} must have shape ({d_model}, {kv_heads * d_head}) "
+                             f"(kv_heads·d_head), got {w.shape}")
+    if w_o.shape[0] != heads * d_head:
+        raise ValueError(f"w_o must have {heads * d_head} rows (heads·d_head), got {w_o.shape}")
+
+    def split(t, h):  # (..., n, h·d_head) -> (..., h, n, d_head)
+        return np.swapaxes(t.reshape(t.shape[:-1] + (h, d_head)), -2, -3)
+
+    q, k, v = (split(_project(x, w), h) for w, h in ((w_q, heads), (w_k, kv_heads),
+                                                      (w_v, kv_heads)))
+    o = attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
+                  window=window)
+    o = np.swapaxes(o, -2, -3).reshape(x.shape[:-1] + (heads * d_head,))
+    return _project(np.ascontiguousarray(o), w_o)
 
 
 def _flash_counted(q, k, v, *, causal=False, window=None, block_q=None, block_k=None):

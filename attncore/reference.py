@@ -13,7 +13,8 @@ import numpy as np
 
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax", "merge", "linear_attention"]
+__all__ = ["attention", "scores", "softmax", "merge", "linear_attention",
+           "multi_head_attention"]
 
 _quiet = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
 
@@ -165,3 +166,20 @@ def linear_attention(q, k, v, *, causal=False, feature_map="elu1"):
     with np.errstate(**_quiet):
         out = np.where(total > 0, np.matmul(w, v4) / total, 0)
     return out.astype(p.dtype).reshape(p.lead + (n, dv))
+
+
+def multi_head_attention(x, w_q, w_k, w_v, w_o, *, heads, kv_heads=None, causal=False,
+                         scale=None, mask=None, key_lengths=None, window=None):
+    """Reference for :func:`attncore.multi_head_attention`: NumPy matmuls and
+    the reference attention."""
+    kv_heads = heads if kv_heads is None else kv_heads
+    x, w_q, w_k, w_v, w_o = (np.asarray(a) for a in (x, w_q, w_k, w_v, w_o))
+    d_head = w_q.shape[1] // heads
+
+    def split(t, h):
+        return np.swapaxes(t.reshape(t.shape[:-1] + (h, d_head)), -2, -3)
+
+    q, k, v = split(x @ w_q, heads), split(x @ w_k, kv_heads), split(x @ w_v, kv_heads)
+    o = attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
+                  window=window)
+    return np.swapaxes(o, -2, -3).reshape(x.shape[:-1] + (heads * d_head,)) @ w_o

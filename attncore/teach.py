@@ -17,7 +17,7 @@ import numpy as np
 import attncore
 
 __all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation", "causal",
-           "crossover", "scorers", "saturation", "regimes"]
+           "crossover", "scorers", "saturation", "regimes", "multihead", "family"]
 
 
 def _plain(x):
@@ -461,3 +461,74 @@ def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True):
     return Result("regimes", "prefill is compute-bound, decode bandwidth-bound", rows,
                   {"fma_gflops": roofs["fma_gflops"], "read_gbs": roofs["read_gbs"],
                    "ridge_flop_per_byte": ridge}, draw)
+
+
+# ---- many heads, one layer -----------------------------------------------------------
+
+
+def multihead(tokens=6, heads=4, d_model=16, seed=0):
+    """Several heads with fixed seeded projections look at the same sentence
+    in different ways — each has its own weight map — while the layer's
+    parameter count, 3·d² for W_Q, W_K, W_V plus d² for W_O, is the same for
+    any number of heads (they split d_model, they do not add to it)."""
+    from attncore._api import _project
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((tokens, d_model))
+    d_head = d_model // heads
+    w_q, w_k, w_v, w_o = (rng.standard_normal((d_model, d_model)) / math.sqrt(d_model)
+                          for _ in range(4))
+
+    def split(t):
+        return np.swapaxes(t.reshape(tokens, heads, d_head), 0, 1)  # (heads, tokens, d_head)
+
+    q, k, v = split(_project(x, w_q)), split(_project(x, w_k)), split(_project(x, w_v))
+    _, weights = attncore.attention(q, k, v, method="naive", return_weights=True)
+    rows = [{"head": h, "weights": weights[h], "attends_most_to": weights[h].argmax(-1),
+             "entropy": float(_entropy(weights[h]).mean())} for h in range(heads)]
+    # the ledger, from the shapes of each layer: W_Q, W_K, W_V (d_model, h·d_head), W_O (h·d_head, d_model)
+    ledger = {f"params_{h}_heads": 3 * d_model * (h * (d_model // h)) + (h * (d_model // h)) * d_model
+              for h in (1, 2, 4, 8) if d_model % h == 0}
+    out = attncore.multi_head_attention(x, w_q, w_k, w_v, w_o, heads=heads)
+    facts = {"d_model": d_model, "d_head": d_head, **ledger, "output_shape": list(out.shape),
+             "distinct_maps": len({w.tobytes() for w in weights})}
+
+    def draw(ax):
+        ax.imshow(np.concatenate(list(weights), axis=1), cmap="viridis")
+        ax.set(xlabel=f"key (heads side by side, {tokens} each)", ylabel="query token")
+
+    return Result("multihead", f"{heads} heads, {heads} different maps of the same tokens",
+                  rows, facts, draw)
+
+
+# ---- the family -------------------------------------------------------------------
+
+
+def family(ns=(256, 512, 1024, 2048, 4096), d=64, heads=4, window=256, seed=0):
+    """The members of the attention family on the same data, with their cost
+    measured against n: full (n² pairs), causal (n(n+1)/2), sliding window
+    (about n·w: the band), and linear attention (n·d² — no pairs at all, at the
+    price of replacing the softmax by a feature map)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in ns:
+        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+        members = {
+            "full": (lambda: attncore.attention(q, k, v), n * n),
+            "causal": (lambda: attncore.attention(q, k, v, causal=True), n * (n + 1) // 2),
+            f"window {window}": (lambda: attncore.attention(q, k, v, causal=True, window=window),
+                                 sum(min(i + 1, window) for i in range(n))),
+            "linear": (lambda: attncore.linear_attention(q, k, v, causal=True), 0),
+        }
+        for name, (fn, pairs) in members.items():
+            rows.append({"n": n, "member": name, "pairs": pairs, "seconds": _best_time(fn)})
+
+    def draw(ax):
+        for name in dict.fromkeys(r["member"] for r in rows):
+            pts = [(r["n"], r["seconds"]) for r in rows if r["member"] == name]
+            ax.loglog(*zip(*pts), "o-", label=name)
+        ax.set(xlabel="n", ylabel="seconds")
+        ax.legend(fontsize=8)
+
+    return Result("family", "the attention family: what each member costs as n grows", rows,
+                  {"d": d, "heads": heads, "window": window}, draw)

@@ -67,6 +67,19 @@ EXPERIMENTS = [
      "is diag(p) − p pᵀ; when the unscaled scores spread with d_k and p becomes one-hot, this "
      "Jacobian goes to 0 and learning through attention stalls. With ÷√d_k its size does not "
      "depend on d_k."),
+    ("multihead",
+     {}, {}, True,
+     "A layer has several heads. With seeded random projections, four heads of the same six tokens "
+     "give four different weight maps: each head projects the tokens into its own d_model/heads "
+     "dimensions and compares them there. The ledger shows what heads cost: W_Q, W_K, W_V and W_O "
+     "are d_model × d_model whatever the number of heads, 4·d_model² parameters in all; more heads "
+     "split the same dimensions more finely."),
+    ("family",
+     {}, {"ns": (256, 1024)}, False,
+     "The members of the attention family on the same data. Full attention works on n² pairs and "
+     "causal on n(n+1)/2; a sliding window keeps about n·w, so its time grows linearly once n "
+     "exceeds w; linear attention replaces the softmax by a feature map and needs no pairs at all, "
+     "n·d² work — exact softmax weights are what it trades."),
     ("regimes",
      {}, {}, False,
      "Prefill and decode are different problems. A prefill step does about n FLOPs per byte it "

@@ -112,7 +112,8 @@ def test_every_result_renders_headless_without_warnings(tmp_path):
     results = [teach.scaling(dks=(4, 64)), teach.normalizers(), teach.memory(ns=(512, 1024)),
                teach.trace(), teach.permutation(), teach.causal(n=256, d=8, heads=1),
                teach.crossover(ns=(64, 128), d=8, heads=1), teach.scorers(),
-               teach.saturation(dks=(4, 16)), teach.regimes(n_prefill=256, m_decode=1024, heads=1)]
+               teach.saturation(dks=(4, 16)), teach.regimes(n_prefill=256, m_decode=1024, heads=1),
+               teach.multihead(), teach.family(ns=(64, 128), d=8, heads=1, window=16)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for res in results:
@@ -192,3 +193,23 @@ def test_regimes_place_prefill_and_decode_either_side_of_the_ridge():
     assert rows["decode"]["bound"] == "bandwidth" and rows["prefill"]["bound"] == "compute"
     # decode: 4·d FLOPs per key against 2·d values of 4 bytes read: 0.5 FLOP/byte
     assert rows["decode"]["intensity"] == pytest.approx(0.5, rel=0.01)
+
+
+def test_multihead_heads_differ_and_the_ledger_does_not():
+    res = teach.multihead(tokens=6, heads=4, d_model=16)
+    assert res.facts["distinct_maps"] == 4
+    assert {v for k, v in res.facts.items() if k.startswith("params_")} == {4 * 16 * 16}
+    for r in res.table():
+        assert np.allclose(np.sum(r["weights"], axis=1), 1, atol=1e-14)
+    assert res.facts["output_shape"] == [6, 16]
+
+
+def test_family_counts_the_pairs_each_member_works_on():
+    rows = teach.family(ns=(64, 300), d=8, heads=1, window=32).table()
+    by = {(r["n"], r["member"]): r for r in rows}
+    for n in (64, 300):
+        assert by[n, "full"]["pairs"] == n * n
+        assert by[n, "causal"]["pairs"] == n * (n + 1) // 2
+        assert by[n, "window 32"]["pairs"] == sum(min(i + 1, 32) for i in range(n))
+        assert by[n, "linear"]["pairs"] == 0
+        assert all(by[n, m]["seconds"] > 0 for m in ("full", "causal", "window 32", "linear"))
