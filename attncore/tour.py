@@ -82,10 +82,10 @@ EXPERIMENTS = [
      "n·d² work — exact softmax weights are what it trades."),
     ("regimes",
      {}, {}, False,
-     "Prefill and decode are different problems. A prefill step does about n FLOPs per byte it "
-     "moves and is bound by the FMA units; a decode step reads the whole KV cache to produce one "
-     "row, about one FLOP per byte, and is bound by memory bandwidth. The roofs are measured by "
-     "the probes in the same call."),
+     "Prefill and decode are different problems. A prefill step does about n/4 FLOPs per byte it "
+     "moves (float32: 4·d FLOPs per pair, n² pairs, 16·n·d bytes) and is bound by the FMA units; "
+     "a decode step reads the whole KV cache to produce one row, half a FLOP per byte, and is "
+     "bound by memory bandwidth. The roofs are measured by the probes in the same call."),
 ]
 
 

@@ -33,3 +33,11 @@ def test_tour_quick_writes_tables_figures_and_tutorial(tmp_path, capsys):
         assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 5_000
         assert f"attncore.teach.{name}(" in text and f"figs/{name}.png" in text
         assert out.count(f"{name}:") >= 1
+
+
+def test_tutorial_prose_is_the_generators():
+    with open(TUTORIAL) as f:
+        text = f.read()
+    assert text.startswith(tour.TUTORIAL_HEAD)
+    for _, _, _, _, prose in tour.EXPERIMENTS:
+        assert prose in text
