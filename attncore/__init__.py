@@ -21,6 +21,7 @@ except ImportError as e:  # a source tree without the built extension
 from attncore import reference
 from attncore._api import (
     attention,
+    attention_backward,
     get_num_threads,
     info,
     linear_attention,
@@ -44,6 +45,7 @@ from attncore import teach  # noqa: E402 (uses the functions above)
 
 __all__ = [
     "attention",
+    "attention_backward",
     "scores",
     "softmax",
     "merge",

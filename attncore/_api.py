@@ -12,7 +12,7 @@ from attncore import _core
 from attncore import _isa
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax", "merge", "linear_attention",
+__all__ = ["attention", "attention_backward", "scores", "softmax", "merge", "linear_attention",
            "multi_head_attention", "set_num_threads",
            "get_num_threads", "info"]
 
@@ -195,6 +195,50 @@ def attention(
     if return_weights:
         result.append(weights.reshape(p.lead + (n, m)))
     return result[0] if len(result) == 1 else tuple(result)
+
+
+def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False,
+                       scale: float | None = None, window: int | None = None, mask=None,
+                       key_lengths=None, method: str = "flash"):
+    """Gradients of ``out = attention(q, k, v, ...)``: returns ``(dq, dk, dv)``,
+    the shapes and dtypes of q, k, v, given ``out`` and ``lse`` from the
+    forward call (``return_lse=True``) and ``dout`` = ∂loss/∂out.
+
+    ``method="flash"`` recomputes ``P = exp(S − lse)`` block by block,
+    ``D = rowsum(dout ∘ out)``, ``dS = P ∘ (dP − D)``, with O(n·d) extra memory:
+    one pass over K blocks writes dK and dV (summed over the query heads of a
+    GQA group), a second over Q blocks writes dQ — no atomics, at the price of
+    computing P and dP twice.  Blocks outside the causal / window band are
+    skipped.  ``method="naive"`` runs the same algorithm with one tile the size
+    of the whole n×m table.  The other arguments are :func:`attention`'s;
+    float32 or float64 (not float16).
+    """
+    method = V.method_name(method)
+    p = V.problem(q, k, v, scale=scale)
+    if p.kv_half:
+        raise TypeError("attention_backward takes float32 or float64 arrays, got float16 k and v")
+    vis = V.visibility(p, causal, window, mask, key_lengths)
+    B, H, Hkv, n, m, dk, dv = p.shape
+    want = {"out": p.lead + (n, dv), "lse": p.lead + (n,), "dout": p.lead + (n, dv)}
+    arrays = {}
+    for name, arr in (("out", out), ("lse", lse), ("dout", dout)):
+        a = V.as_float_array(arr, name)
+        if a.dtype.newbyteorder("=") != p.dtype:
+            raise TypeError(f"{name} has dtype {a.dtype} but q has {p.dtype}")
+        if a.shape != want[name]:
+            raise ValueError(f"{name} must have shape {want[name]}, got {a.shape}")
+        arrays[name] = np.ascontiguousarray(a, dtype=p.dtype).reshape((B, H, n) + a.shape[len(p.lead) + 1:])
+    if method == "naive":
+        V.check_table(2 * n * m + n * m, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
+        bq, bk = max(n, 1), max(m, 1)
+    else:
+        bq = bk = 0
+    dq4 = np.empty((B, H, n, dk), p.dtype)
+    dk4 = np.empty((B, Hkv, m, dk), p.dtype)
+    dv4 = np.empty((B, Hkv, m, dv), p.dtype)
+    _core.backward(p.q, p.k, p.v, arrays["out"], arrays["lse"], arrays["dout"], dq4, dk4, dv4,
+                   p.scale, vis, bq, bk, get_num_threads())
+    return (dq4.reshape(np.shape(q)), dk4.reshape(np.shape(k)), dv4.reshape(np.shape(v)))
 
 
 FEATURE_MAPS = ("elu1",)

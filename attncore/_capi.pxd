@@ -47,6 +47,12 @@ cdef extern from "attncore.h" nogil:
     int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                        int num_threads)
 
+    int ac_backward_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                        const float *out, const float *lse, const float *dout, float *dq,
+                        float *dk, float *dv)
+    int ac_backward_f64(const ac_attn_args *a, const double *q, const double *k,
+                        const double *v, const double *out, const double *lse,
+                        const double *dout, double *dq, double *dk, double *dv)
     int ac_linear_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                       float *out)
     int ac_linear_f64(const ac_attn_args *a, const double *q, const double *k,

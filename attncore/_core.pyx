@@ -170,6 +170,27 @@ def softmax(const real[:, ::1] x, real[:, ::1] y, real[::1] lse, int nthreads):
 
 
 @cython.boundscheck(False)
+def backward(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
+             const real[:, :, :, ::1] o, const real[:, :, ::1] lse, const real[:, :, :, ::1] do,
+             real[:, :, :, ::1] dq, real[:, :, :, ::1] dk, real[:, :, :, ::1] dv, double scale,
+             object vis, int64_t block_q, int64_t block_k, int nthreads):
+    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
+    cdef int rc
+    with nogil:
+        if real is float:
+            rc = ac_backward_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                                 &o[0, 0, 0, 0], &lse[0, 0, 0], &do[0, 0, 0, 0], &dq[0, 0, 0, 0],
+                                 &dk[0, 0, 0, 0], &dv[0, 0, 0, 0])
+        else:
+            rc = ac_backward_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                                 &o[0, 0, 0, 0], &lse[0, 0, 0], &do[0, 0, 0, 0], &dq[0, 0, 0, 0],
+                                 &dk[0, 0, 0, 0], &dv[0, 0, 0, 0])
+    if rc != AC_OK:
+        _raise(rc)
+
+
+@cython.boundscheck(False)
 def linear(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
            real[:, :, :, ::1] out, object vis, int nthreads):
     cdef ac_attn_args a = _args(q, k, v.shape[3], 1.0, vis, 0, 0, nthreads)

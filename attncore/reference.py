@@ -13,7 +13,7 @@ import numpy as np
 
 from attncore import _validate as V
 
-__all__ = ["attention", "scores", "softmax", "merge", "linear_attention",
+__all__ = ["attention", "attention_backward", "scores", "softmax", "merge", "linear_attention",
            "multi_head_attention"]
 
 _quiet = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
@@ -183,3 +183,39 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, *, heads, kv_heads=None, causal=
     o = attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
                   window=window)
     return np.swapaxes(o, -2, -3).reshape(x.shape[:-1] + (heads * d_head,)) @ w_o
+
+
+def attention_backward(q, k, v, out, lse, dout, *, causal=False, scale=None, window=None,
+                       mask=None, key_lengths=None, method="flash"):
+    """Reference for :func:`attncore.attention_backward`: the gradients of
+    ``out = softmax(q·kᵀ·scale)·v`` written out on the materialised table.
+
+    With P the weights and D_i = Σ_c dout_ic·out_ic:
+    dV = Pᵀ·dout, dP = dout·Vᵀ, dS = P∘(dP − D), dQ = dS·K·scale, dK = dSᵀ·Q·scale;
+    for GQA the dK and dV of a kv head are summed over its query heads."""
+    V.method_name(method)
+    p = V.problem(q, k, v, scale=scale)
+    if p.kv_half:
+        raise TypeError("attention_backward takes float32 or float64 arrays, got float16 k and v")
+    vis = V.visibility(p, causal, window, mask, key_lengths)
+    B, H, Hkv, n, m, dk, dv = p.shape
+    g = H // Hkv if Hkv else 1
+    o4 = np.asarray(out, dtype=p.dtype).reshape(B, H, n, dv)
+    do4 = np.asarray(dout, dtype=p.dtype).reshape(B, H, n, dv)
+    lse4 = np.asarray(lse, dtype=p.dtype).reshape(B, H, n)
+    s = _scores4(p, vis)
+    with np.errstate(**_quiet):
+        P = np.where(np.isneginf(lse4)[..., None], 0, np.exp(s - lse4[..., None]))
+    k4 = np.repeat(p.k, g, axis=1)
+    v4 = np.repeat(p.v, g, axis=1)
+    dV = np.swapaxes(P, -1, -2) @ do4
+    dP = do4 @ np.swapaxes(v4, -1, -2)
+    D = np.sum(do4 * o4, axis=-1, keepdims=True)
+    dS = P * (dP - D)
+    dQ = dS @ k4 * p.scale
+    dK = np.swapaxes(dS, -1, -2) @ p.q * p.scale
+    dK = dK.reshape(B, Hkv, g, m, dk).sum(axis=2)
+    dV = dV.reshape(B, Hkv, g, m, dv).sum(axis=2)
+    qshape, kshape, vshape = np.shape(q), np.shape(k), np.shape(v)
+    return (dQ.astype(p.dtype).reshape(qshape), dK.astype(p.dtype).reshape(kshape),
+            dV.astype(p.dtype).reshape(vshape))

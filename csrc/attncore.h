@@ -94,6 +94,16 @@ int ac_softmax_f32(int64_t rows, int64_t cols, const float *x, float *y, float *
 int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, double *lse,
                    int num_threads);
 
+/* Gradients (dq, dk, dv) of attention from (q, k, v, out, lse, dout), by
+ * recomputation in blocks (backward.c).  out, lse, dout dense (B, H, n, ·);
+ * dq (B, H, n, dk), dk (B, Hkv, m, dk), dv (B, Hkv, m, dv) dense outputs. */
+int ac_backward_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                    const float *out, const float *lse, const float *dout, float *dq, float *dk,
+                    float *dv);
+int ac_backward_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                    const double *out, const double *lse, const double *dout, double *dq,
+                    double *dk, double *dv);
+
 /* Linear (kernelised) attention with φ(x) = elu(x) + 1: O(n·d·dv) time,
  * O(d·dv) state; causal by running prefix sums (linear.c).  Reads the q/k/v
  * and causal fields of `a`. */
