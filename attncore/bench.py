@@ -36,8 +36,9 @@ METHODS = ("attncore-flash", "attncore-naive", "numpy", "torch")
 @dataclass(frozen=True)
 class Case:
     """One benchmark problem.  regime: "prefill" (n = m, compute-bound),
-    "decode" (n new rows against m cached keys, bandwidth-bound) or "window"
-    (prefill under a causal sliding window)."""
+    "decode" (n new rows against m cached keys, bandwidth-bound), "window"
+    (prefill under a causal sliding window) or "backward" (the gradients of a
+    prefill, given its output)."""
 
     n: int
     d: int = 64
@@ -78,7 +79,11 @@ class Case:
 
     @property
     def flops(self) -> int:
-        return 4 * self.d * self.B * self.H * self.pairs()
+        """4·d per visible pair forward; 10·d for the backward (the five
+        products S, dP, dV, dK, dQ — the usual count, whatever recomputation
+        an implementation adds)."""
+        per_pair = 10 if self.regime == "backward" else 4
+        return per_pair * self.d * self.B * self.H * self.pairs()
 
     def bytes(self, method: str) -> int:
         """Compulsory memory traffic: Q read and O written once, K and V read
@@ -86,6 +91,8 @@ class Case:
         methods also write and read back the n×m table."""
         it, kv, B, H = self.itemsize, np.dtype(self.kv).itemsize, self.B, self.H
         io = it * B * H * 2 * self.n * self.d + kv * B * self.Hkv * 2 * self.m * self.d
+        if self.regime == "backward":  # and out, dout read; dq, dk, dv written
+            io *= 2
         if method in ("attncore-naive", "numpy"):
             io += 2 * it * B * H * self.n * self.m
         return io
@@ -117,7 +124,9 @@ def default_cases(mode: str = "default") -> list[Case]:
               for kv in ("float32", "float16") for hkv in (32, 8) for m in ms]
     windows = (256, None) if mode == "quick" else (256, 1024, None)
     window = [Case(n, 64, True, regime="window", window=w) for w in windows for n in wn]
-    return prefill + decode + window
+    bn = (1024,) if mode == "quick" else (1024, 2048, 4096) if mode == "full" else (1024, 2048)
+    backward = [Case(n, 64, True, regime="backward") for n in bn]
+    return prefill + decode + window + backward
 
 
 # ---- the peers ----------------------------------------------------------------
@@ -187,10 +196,45 @@ def _torch_runner(q, k, v, causal):
     return run
 
 
+def _backward_runner(method, case, q, k, v):
+    """The gradients of one prefill, given its output: what each peer's
+    backward pass costs on its own."""
+    rng = np.random.default_rng(1)
+    dout = rng.standard_normal(q.shape[:-1] + (v.shape[-1],)).astype(q.dtype)
+    if method in ("attncore-flash", "attncore-naive"):
+        meth = "flash" if method == "attncore-flash" else "naive"
+        out, lse = attncore.attention(q, k, v, causal=case.causal, return_lse=True)
+        return lambda: attncore.attention_backward(q, k, v, out, lse, dout, causal=case.causal,
+                                                   method=meth)
+    if method == "numpy":  # the materialised gradients, NumPy's BLAS
+        out, lse = attncore.attention(q, k, v, causal=case.causal, return_lse=True)
+        return lambda: attncore.reference.attention_backward(q, k, v, out, lse, dout,
+                                                             causal=case.causal)
+    if method == "torch":
+        if not torch_available():
+            return None
+        import torch
+        import torch.nn.functional as F
+
+        tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
+        out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=case.causal)
+        tdo = torch.from_numpy(dout)
+
+        def run():
+            tq.grad = tk.grad = tv.grad = None
+            out.backward(tdo, retain_graph=True)
+            return tq.grad
+
+        return run
+    return None
+
+
 def runner(method: str, case: Case, inputs):
     """A no-argument callable for one method on one case, or None to skip."""
     q, k, v = inputs
     kw = {"causal": case.causal, "window": case.window}
+    if case.regime == "backward":
+        return _backward_runner(method, case, q, k, v)
     if method == "attncore-flash":
         return lambda: attncore.attention(q, k, v, **kw)
     if method == "attncore-naive":

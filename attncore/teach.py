@@ -399,31 +399,40 @@ def scorers(d=16, lengths=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), seed=0):
 
 
 def saturation(dks=(4, 16, 64, 256, 1024), samples=200, positions=6, seed=0):
-    """Why the scale matters for training: the softmax Jacobian diag(p) − p pᵀ
-    (from the C core's softmax) shrinks towards 0 as the unscaled scores
-    spread with d_k — gradients vanish — and stays put with ÷√d_k."""
+    """Why the scale matters for training: the gradient that reaches the scores
+    through the softmax shrinks towards 0 as the unscaled scores spread with
+    d_k (the softmax saturates: gradients vanish), and stays put with ÷√d_k.
+
+    The gradient comes from the real backward kernel: attention over the
+    scores themselves (queries = score rows, keys = the identity, scale 1), so
+    that ``dq`` of :func:`attncore.attention_backward` is ∂loss/∂scores, for a
+    random loss ``Σ out·dout`` with random values."""
     rng = np.random.default_rng(seed)
+    eye = np.eye(positions)[None]  # keys = identity: S = q exactly
     rows = []
     for dk in dks:
         q = rng.standard_normal((samples, 1, dk))
         k = rng.standard_normal((samples, positions, dk))
-        raw = attncore.scores(q, k, scale=1.0)[:, 0, :]
+        v = rng.standard_normal((samples, positions, 4))
+        dout = rng.standard_normal((samples, 1, 4))
+        raw = attncore.scores(q, k, scale=1.0)  # (samples, 1, positions), the C core
         out = {"dk": dk}
-        for name, s in (("raw", raw), ("scaled", raw / math.sqrt(dk))):
-            p = attncore.softmax(s)
-            jac = p[:, :, None] * (np.eye(positions)[None] - p[:, None, :])  # diag(p) − p pᵀ
-            out[f"grad_norm_{name}"] = float(np.linalg.norm(jac, axis=(1, 2)).mean())
+        for name, logits in (("raw", raw), ("scaled", raw / math.sqrt(dk))):
+            keys = np.broadcast_to(eye, (samples, positions, positions))
+            o, lse = attncore.attention(logits, keys, v, scale=1.0, return_lse=True)
+            dlogits, _, _ = attncore.attention_backward(logits, keys, v, o, lse, dout, scale=1.0)
+            out[f"grad_norm_{name}"] = float(np.linalg.norm(dlogits, axis=-1).mean())
         rows.append(out)
 
     def draw(ax):
         d = [r["dk"] for r in rows]
         ax.loglog(d, [r["grad_norm_raw"] for r in rows], "o-", label="raw q·k")
         ax.loglog(d, [r["grad_norm_scaled"] for r in rows], "s-", label="q·k / √d_k")
-        ax.set(xlabel="d_k", ylabel="mean ‖∂softmax/∂scores‖_F")
+        ax.set(xlabel="d_k", ylabel="mean ‖∂loss/∂scores‖ (from attention_backward)")
         ax.legend(fontsize=8)
 
-    return Result("saturation", "the softmax gradient vanishes without the scale", rows,
-                  {"positions": positions}, draw)
+    return Result("saturation", "the gradient through the softmax vanishes without the scale",
+                  rows, {"positions": positions}, draw)
 
 
 # ---- compute-bound and bandwidth-bound ---------------------------------------------

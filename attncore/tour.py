@@ -63,9 +63,10 @@ EXPERIMENTS = [
      "(Bahdanau) scoring passes the vectors through tanh and saturates."),
     ("saturation",
      {}, {"samples": 100}, True,
-     "The scale matters for training too. The gradient of the softmax with respect to its scores "
-     "is diag(p) − p pᵀ; when the unscaled scores spread with d_k and p becomes one-hot, this "
-     "Jacobian goes to 0 and learning through attention stalls. With ÷√d_k its size does not "
+     "The scale matters for training too. The gradient that reaches the scores through the "
+     "softmax is P ∘ (dP − D), and diag(p) − p pᵀ goes to 0 when p becomes one-hot: when the "
+     "unscaled scores spread with d_k, learning through attention stalls. The table measures it "
+     "with the real backward kernel (attncore.attention_backward); with ÷√d_k its size does not "
      "depend on d_k."),
     ("multihead",
      {}, {}, True,

@@ -103,6 +103,7 @@ def test_pytest_benchmark_suite_smoke_pass_and_plot(tmp_path):
     for r in loaded["rows"]:
         by_regime.setdefault(r["regime"], set()).add((r["n"], r["m"]))
     # the smoke pass keeps the smallest case of each suite
-    assert by_regime == {"prefill": {(128, 128)}, "decode": {(1, 1024)}, "window": {(1024, 1024)}}
+    assert by_regime == {"prefill": {(128, 128)}, "decode": {(1, 1024)}, "window": {(1024, 1024)},
+                         "backward": {(512, 512)}}
     paths = bench.figures(loaded, tmp_path / "figs")
     assert len(paths) >= 4 and all(os.path.getsize(p) > 10_000 for p in paths)

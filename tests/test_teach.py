@@ -180,9 +180,10 @@ def test_saturation_gradient_vanishes_only_unscaled():
     raw = [r["grad_norm_raw"] for r in rows]
     scaled = [r["grad_norm_scaled"] for r in rows]
     assert all(b < a for a, b in zip(raw, raw[1:])) and raw[-1] < raw[0] / 5
-    # the scaled scores are N(0,1) whatever d_k: the mean norm over 200 samples
-    # agrees within 0.05 (its standard error is ~0.007)
-    assert max(scaled) - min(scaled) < 0.05
+    # the scaled scores are N(0,1) whatever d_k: the mean gradient norm over 200
+    # samples (random values and dout: spread ~0.4, standard error ~0.03) agrees
+    # within 0.15, about five standard errors
+    assert max(scaled) - min(scaled) < 0.15
 
 
 def test_regimes_place_prefill_and_decode_either_side_of_the_ridge():
