@@ -215,8 +215,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False,
     """
     method = V.method_name(method)
     p = V.problem(q, k, v, scale=scale)
-    if p.kv_half:
-        raise TypeError("attention_backward takes float32 or float64 arrays, got float16 k and v")
+    V.no_half(p, "attention_backward")
     vis = V.visibility(p, causal, window, mask, key_lengths)
     B, H, Hkv, n, m, dk, dv = p.shape
     want = {"out": p.lead + (n, dv), "lse": p.lead + (n,), "dout": p.lead + (n, dv)}
@@ -241,9 +240,6 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False,
     return (dq4.reshape(np.shape(q)), dk4.reshape(np.shape(k)), dv4.reshape(np.shape(v)))
 
 
-FEATURE_MAPS = ("elu1",)
-
-
 def linear_attention(q, k, v, *, causal: bool = False, feature_map: str = "elu1"):
     """Kernelised ("linear") attention: the softmax's exp(q·k) replaced by
     φ(q)·φ(k) with the feature map φ = elu(x) + 1 (``feature_map="elu1"``).
@@ -256,12 +252,7 @@ def linear_attention(q, k, v, *, causal: bool = False, feature_map: str = "elu1"
     :func:`attention` (float32 or float64); returns (..., H, n, d_v).  A row
     that sees no key gives 0.
     """
-    if feature_map not in FEATURE_MAPS:
-        raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
-    p = V.problem(q, k, v, scale=1.0)
-    if p.kv_half:
-        raise TypeError("linear_attention takes float32 or float64 arrays, got float16 k and v")
-    vis = V.visibility(p, causal)
+    p, vis = V.linear_problem(q, k, v, causal, feature_map)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     _core.linear(p.q, p.k, p.v, out, vis, get_num_threads())

@@ -269,6 +269,24 @@ def merge_parts(arrays) -> tuple[list, list, tuple, np.dtype]:
     return outs, lses, shape, outs[0].dtype.newbyteorder("=")
 
 
+FEATURE_MAPS = ("elu1",)
+
+
+def no_half(p: Problem, what: str) -> None:
+    """Refuse a float16 KV cache where only float32/float64 are implemented."""
+    if p.kv_half:
+        raise TypeError(f"{what} takes float32 or float64 arrays, got float16 k and v")
+
+
+def linear_problem(q, k, v, causal, feature_map):
+    """The checks of linear_attention (core and reference alike)."""
+    if feature_map not in FEATURE_MAPS:
+        raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
+    p = problem(q, k, v, scale=1.0)
+    no_half(p, "linear_attention")
+    return p, visibility(p, causal)
+
+
 def memory_limit() -> int:
     """Bytes a materialised table may take: ATTNCORE_MAX_TABLE_BYTES, or the
     memory the system reports available now."""

@@ -149,14 +149,7 @@ def merge(o_a, lse_a, o_b, lse_b, *more):
 def linear_attention(q, k, v, *, causal=False, feature_map="elu1"):
     """Reference for :func:`attncore.linear_attention`, written as the n×m
     table of φ(q)·φ(k) weights it avoids (the definition, not the algorithm)."""
-    from attncore._api import FEATURE_MAPS
-
-    if feature_map not in FEATURE_MAPS:
-        raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}")
-    p = V.problem(q, k, v, scale=1.0)
-    if p.kv_half:
-        raise TypeError("linear_attention takes float32 or float64 arrays, got float16 k and v")
-    vis = V.visibility(p, causal)
+    p, vis = V.linear_problem(q, k, v, causal, feature_map)
     B, H, Hkv, n, m, dk, dv = p.shape
     phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))  # noqa: E731
     k4 = np.repeat(phi(p.k), H // Hkv, axis=1) if Hkv else phi(p.k)
@@ -195,8 +188,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal=False, scale=None, win
     for GQA the dK and dV of a kv head are summed over its query heads."""
     V.method_name(method)
     p = V.problem(q, k, v, scale=scale)
-    if p.kv_half:
-        raise TypeError("attention_backward takes float32 or float64 arrays, got float16 k and v")
+    V.no_half(p, "attention_backward")
     vis = V.visibility(p, causal, window, mask, key_lengths)
     B, H, Hkv, n, m, dk, dv = p.shape
     g = H // Hkv if Hkv else 1
