@@ -8,6 +8,7 @@ cdef extern from "attncore.h" nogil:
         AC_EINVAL
         AC_ENOMEM
         AC_EISA
+        AC_EINTR
 
     ctypedef struct ac_attn_args:
         int64_t batch, heads, kv_heads
@@ -26,6 +27,8 @@ cdef extern from "attncore.h" nogil:
         int64_t *block_counts
         int split_kv
         int num_threads
+        int (*interrupt)(void *ctx) noexcept nogil
+        void *interrupt_ctx
 
     int ac_flash_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                      float *out, float *lse)

@@ -7,7 +7,10 @@ float dtype, with outputs already allocated.  This layer only turns views into
 pointers and element strides, and C status codes into exceptions.
 """
 cimport cython
+from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport int64_t, uint8_t, uint16_t
+import _thread
+import threading
 
 from attncore._capi cimport *
 
@@ -24,7 +27,31 @@ ctypedef fused kvt:
 CFLAGS = ATTNCORE_CFLAGS.decode()
 
 
+# Interrupts.  While the core runs, the GIL is released and Python's own
+# signal handlers (Ctrl-C's KeyboardInterrupt) wait for it.  A call made from
+# the main thread therefore hands the core a hook that its calling thread
+# polls between tasks (every AC_POLL_SECONDS at most): the hook takes the
+# GIL and runs any pending handler; if one raises, the core stops, every
+# thread finishes the task in hand, and the exception is raised from the
+# call.  Other threads never receive signals, so their calls get no hook.
+_MAIN_THREAD = threading.main_thread().ident
+
+cdef extern from "Python.h":
+    # declared without `except`: the exception it may set is left for _raise
+    int _check_signals "PyErr_CheckSignals"() noexcept
+
+
+cdef int _poll_signals(void *ctx) noexcept nogil:
+    with gil:
+        # -1: a handler raised; its exception stays set for _raise
+        return 1 if _check_signals() < 0 else 0
+
+
 cdef int _raise(int rc) except -1:
+    if rc == AC_EINTR:
+        if PyErr_Occurred() != NULL:
+            return -1  # the signal handler's exception (KeyboardInterrupt, ...)
+        raise KeyboardInterrupt("attncore: the call was interrupted")
     if rc == AC_ENOMEM:
         raise MemoryError("attncore: the C core could not allocate its workspace")
     if rc == AC_EISA:
@@ -82,6 +109,10 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
     a.block_q = block_q
     a.block_k = block_k
     a.num_threads = nthreads
+    a.interrupt = NULL
+    a.interrupt_ctx = NULL
+    if _thread.get_ident() == _MAIN_THREAD:
+        a.interrupt = _poll_signals
     return a
 
 

@@ -19,7 +19,7 @@
  * A row that sees no key gives output 0 and lse -inf, never NaN.
  *
  * Every entry point validates its arguments, returns an ac_status, never
- * aborts, and never reads or writes outside the extents it was given.
+ * aborts, can be stopped between tasks (interrupt, below), and never reads or writes outside the extents it was given.
  * Index arithmetic is 64-bit throughout.
  */
 #ifndef ATTNCORE_H
@@ -35,7 +35,8 @@ typedef enum {
     AC_OK = 0,
     AC_EINVAL = 1, /* a bad argument: negative size, heads not dividing, NULL data, ... */
     AC_ENOMEM = 2, /* an allocation failed or its size would overflow */
-    AC_EISA = 3    /* the requested instruction set is not available */
+    AC_EISA = 3,   /* the requested instruction set is not available */
+    AC_EINTR = 4   /* stopped by the interrupt hook; the outputs are incomplete */
 } ac_status;
 
 typedef struct {
@@ -58,7 +59,14 @@ typedef struct {
     int split_kv;                   /* few query rows: split the keys (decode.c)?
                                        -1 = when it pays, 0 = never, 1 = always */
     int num_threads;                /* OpenMP threads; <= 0 = the OpenMP default */
+    int (*interrupt)(void *ctx);    /* NULL, or polled by the calling thread between tasks
+                                       (at most every AC_POLL_SECONDS): nonzero = stop; the
+                                       other threads finish the task in hand, skip the rest,
+                                       and the call returns AC_EINTR */
+    void *interrupt_ctx;
 } ac_attn_args;
+
+#define AC_POLL_SECONDS 0.02
 
 /* Blockwise online-softmax attention (FlashAttention-2 order). O(n·d) memory.
  * With few query rows (decode) it splits the keys instead (split_kv). */

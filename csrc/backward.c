@@ -80,11 +80,15 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
     const int64_t g = H / Hkv, nqb = (n + bq - 1) / bq, nkb = (m + bk - 1) / bk;
     const int64_t pk = ac_kpack_size(K, bk, dkk), pv = ac_kpack_size(K, bk, dvv);
     const int64_t npack = B * Hkv * nkb, nD = B * H * n;
-    real *kpack = ac_ws_alloc(npack * pk, sizeof(real));
-    real *vpack = ac_ws_alloc(npack * pv, sizeof(real));
+    int64_t nkp, nvp, scratch;
+    if (!ac_mul(npack, pk, &nkp) || !ac_mul(npack, pv, &nvp) || !ac_mul(3 * bq, bk, &scratch))
+        return AC_ENOMEM;
+    real *kpack = ac_ws_alloc(nkp, sizeof(real));
+    real *vpack = ac_ws_alloc(nvp, sizeof(real));
     real *D = ac_ws_alloc(nD, sizeof(real));
-    const int64_t scratch = 2 * bq * bk + bk * bq;
     int failed = !kpack || !vpack || !D;
+    ac_stop stop;
+    ac_stop_init(&stop, a);
     if (failed) goto done;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
@@ -114,7 +118,7 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
         /* pass A: dK and dV, one (batch, kv head, K block) a task */
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < npack; t++) {
-            if (!s) continue;
+            if (!s || ac_stop_poll(&stop)) continue;
             const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, kb = t % nkb, j0 = kb * bk;
             const int64_t cols = m - j0 < bk ? m - j0 : bk;
             real *dkb = dk + ((b * Hkv + hk) * m + j0) * dkk; /* (cols, dk) */
@@ -125,6 +129,7 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
                 ac_vis_init(&vis, a, b, h);
                 for (int64_t qb = 0; qb < nqb; qb++) {
                     const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
+                    if (ac_stop_poll(&stop)) break; /* a task spans every Q block */
                     /* only Q blocks whose band meets this K block */
                     if (ac_vis_hi(&vis, i0 + rows - 1) <= j0 || ac_vis_lo(&vis, i0) >= j0 + cols)
                         continue;
@@ -145,7 +150,7 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
         /* pass B: dQ, one (batch, head, Q block) a task */
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < B * H * nqb; t++) {
-            if (!s) continue;
+            if (!s || ac_stop_poll(&stop)) continue;
             const int64_t hb = t / nqb, b = hb / H, h = hb % H, hk = h / g;
             const int64_t i0 = t % nqb * bq, rows = n - i0 < bq ? n - i0 : bq;
             ac_vis vis;
@@ -168,10 +173,10 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
         ac_ws_free(s, scratch, sizeof(real));
     }
 done:
-    ac_ws_free(kpack, npack * pk, sizeof(real));
-    ac_ws_free(vpack, npack * pv, sizeof(real));
+    ac_ws_free(kpack, nkp, sizeof(real));
+    ac_ws_free(vpack, nvp, sizeof(real));
     ac_ws_free(D, nD, sizeof(real));
-    return failed ? AC_ENOMEM : AC_OK;
+    return failed ? AC_ENOMEM : ac_stopped(&stop) ? AC_EINTR : AC_OK;
 }
 
 #endif /* AC_KV_IS_REAL */

@@ -41,9 +41,12 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     const int64_t dk = a->dk, dv = a->dv, g = H / Hkv, rows = g * n;
     const int nt = AC_NUM_THREADS(a->num_threads);
     const real scale = (real)a->scale;
-    /* chunks: enough tasks to keep every thread busy (4 a thread), none
-     * shorter than AC_DECODE_MIN_CHUNK keys, at most AC_MERGE_MAX_PARTS */
-    int64_t want = (4 * nt + B * Hkv - 1) / (B * Hkv);
+    /* chunks: enough tasks to keep AC_DECODE_TASKS threads' worth busy, none
+     * shorter than AC_DECODE_MIN_CHUNK keys, at most AC_MERGE_MAX_PARTS.  The
+     * split depends on the problem alone, never on the thread count, so the
+     * sums are taken in one order and the result is the same bits on any
+     * number of threads. */
+    int64_t want = (AC_DECODE_TASKS + B * Hkv - 1) / (B * Hkv);
     int64_t most = (m + AC_DECODE_MIN_CHUNK - 1) / AC_DECODE_MIN_CHUNK;
     int64_t nch = want < most ? want : most;
     nch = nch < 1 ? 1 : (nch > AC_MERGE_MAX_PARTS ? AC_MERGE_MAX_PARTS : nch);
@@ -53,13 +56,16 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     const int64_t bk = 512; /* keys per score tile inside a chunk */
     const int64_t ntasks = B * Hkv * nch;
 
-    int64_t npart;
-    if (!ac_mul(ntasks, rows * (dv + 1), &npart)) return AC_ENOMEM;
+    int64_t per_task, npart, scratch;
+    if (!ac_muladd(rows, dv, rows, &per_task) || !ac_mul(ntasks, per_task, &npart) ||
+        !ac_mul(rows, dk + bk + 3, &scratch))
+        return AC_ENOMEM;
     real *part = ac_ws_alloc(npart > 0 ? npart : 1, sizeof(real)); /* O then lse, per task */
     if (!part) return AC_ENOMEM;
     real *part_lse = part + ntasks * rows * dv;
-    const int64_t scratch = rows * dk + rows * bk + 3 * rows;
     int failed = 0;
+    ac_stop stop;
+    ac_stop_init(&stop, a);
 
     #pragma omp parallel num_threads(nt)
     {
@@ -70,7 +76,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
         }
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntasks; t++) {
-            if (!qg) continue;
+            if (!qg || ac_stop_poll(&stop)) continue;
             const int64_t b = t / (Hkv * nch), hk = t / nch % Hkv, c = t % nch;
             real *s = qg + rows * dk, *mi = s + rows * bk, *li = mi + rows, *bmax = li + rows;
             real *o = part + t * rows * dv, *l_out = part_lse + t * rows;
@@ -108,7 +114,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
          * which are contiguous in out: heads hk·g … hk·g+g-1, n rows each */
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < B * Hkv; bh++) {
-            if (failed) continue;
+            if (failed || ac_stopped(&stop)) continue;
             const real *op[AC_MERGE_MAX_PARTS], *lp[AC_MERGE_MAX_PARTS];
             for (int64_t c = 0; c < nch; c++) {
                 op[c] = part + (bh * nch + c) * rows * dv;
@@ -120,7 +126,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
         }
     }
     ac_ws_free(part, npart > 0 ? npart : 1, sizeof(real));
-    return failed ? AC_ENOMEM : AC_OK;
+    return failed ? AC_ENOMEM : ac_stopped(&stop) ? AC_EINTR : AC_OK;
 }
 
 #endif

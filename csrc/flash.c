@@ -96,18 +96,22 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
     if (bk > m) bk = m > 0 ? m : 1;
     const int64_t Hkv = a->kv_heads, group = H / Hkv, nqb = (n + bq - 1) / bq;
     const int64_t nkb = (m + bk - 1) / bk, ntasks = a->batch * H * nqb;
-    const int64_t scratch = bq * bk + 3 * bq;
+    int64_t scratch, packed;
     /* Every K block packed once, up front: a copy the size of K, O(m·d), that
      * all Q blocks (and all query heads of a GQA group) then share. */
     const int64_t psize = ac_kpack_size(K, bk, a->dk), npack = a->batch * Hkv * nkb;
-    real *kpack = ac_ws_alloc(npack > 0 ? npack * psize : 1, sizeof(real));
+    if (!ac_muladd(bq, bk, 3 * bq, &scratch) || !ac_mul(npack > 0 ? npack : 1, psize, &packed))
+        return AC_ENOMEM;
+    real *kpack = ac_ws_alloc(packed, sizeof(real));
     unsigned char *vfin = ac_ws_alloc(npack > 0 ? npack : 1, 1); /* is V block t finite? */
     if (!kpack || !vfin) {
-        ac_ws_free(kpack, npack > 0 ? npack * psize : 1, sizeof(real));
+        ac_ws_free(kpack, packed, sizeof(real));
         ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
         return AC_ENOMEM;
     }
     int failed = 0;
+    ac_stop stop;
+    ac_stop_init(&stop, a);
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
@@ -132,7 +136,7 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
          * keys) are handed out first so no thread is left with them at the end */
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntasks; t++) {
-            if (!s) continue;
+            if (!s || ac_stop_poll(&stop)) continue;
             const int64_t hb = t / nqb, qblk = nqb - 1 - t % nqb;
             const int64_t b = hb / H, h = hb % H, i0 = qblk * bq;
             const int64_t rows = n - i0 < bq ? n - i0 : bq;
@@ -154,9 +158,9 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
         }
         ac_ws_free(s, scratch, sizeof(real));
     }
-    ac_ws_free(kpack, npack > 0 ? npack * psize : 1, sizeof(real));
+    ac_ws_free(kpack, packed, sizeof(real));
     ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
-    return failed ? AC_ENOMEM : AC_OK;
+    return failed ? AC_ENOMEM : ac_stopped(&stop) ? AC_EINTR : AC_OK;
 }
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "attncore.h"
@@ -121,10 +122,34 @@ void ac_ws_free(void *p, int64_t count, int64_t elem_size);
 int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const void *v,
                   const void *out, int need_v);
 
+/* ---- interruption ------------------------------------------------------
+ * Each task loop asks ac_stop_poll before a task: 1 = skip it.  Only the
+ * calling thread (thread 0 of the team) calls the hook, and at most every
+ * AC_POLL_SECONDS; once it says stop, every thread sees the flag.  Loops
+ * that every thread of a team must run alike (those around an omp for) run
+ * on and only skip the work inside. */
+typedef struct {
+    int (*fn)(void *ctx);
+    void *ctx;
+    _Atomic int stop;
+    double next; /* when the hook may next be called (seconds) */
+} ac_stop;
+void ac_stop_init(ac_stop *s, const ac_attn_args *a);
+int ac_stop_poll(ac_stop *s);
+static inline int ac_stopped(ac_stop *s) {
+    return atomic_load_explicit(&s->stop, memory_order_relaxed);
+}
+
 /* a*b into *r, 0 on overflow or a negative operand. */
 static inline int ac_mul(int64_t a, int64_t b, int64_t *r) {
     if (a < 0 || b < 0) return 0;
     return !__builtin_mul_overflow(a, b, r);
+}
+
+/* a*b + c into *r, 0 on overflow or a negative operand. */
+static inline int ac_muladd(int64_t a, int64_t b, int64_t c, int64_t *r) {
+    if (c < 0 || !ac_mul(a, b, r)) return 0;
+    return !__builtin_add_overflow(*r, c, r);
 }
 
 /* Softmax of one row in place (softmax.c); returns its log-sum-exp. */
@@ -229,6 +254,7 @@ AC_ONLINE_DECL(double, f64)
  * most AC_DECODE_MAX_ROWS query rows and there are keys for two chunks. */
 #define AC_DECODE_MAX_ROWS 32
 #define AC_DECODE_MIN_CHUNK 256
+#define AC_DECODE_TASKS 16 /* tasks a decode step aims for (4 each for 4 threads) */
 int ac_decode_applies(const ac_attn_args *a);
 int ac_decode_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                   float *out, float *lse);

@@ -23,8 +23,12 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
     if (rc != AC_OK) return rc;
     const int64_t n = a->n, m = a->m, d = a->dk, dv = a->dv, H = a->heads;
     if (n == 0 || a->batch * H == 0) return AC_OK;
-    const int64_t group = H / a->kv_heads, state = d * dv + 2 * d;
+    const int64_t group = H / a->kv_heads;
+    int64_t state;
+    if (!ac_muladd(d, dv, 2 * d, &state)) return AC_ENOMEM;
     int failed = 0;
+    ac_stop stop;
+    ac_stop_init(&stop, a);
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
         real *S = ac_ws_alloc(state, sizeof(real)); /* (d, dv), then z (d), then φ(q_i) (d) */
@@ -34,7 +38,7 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
         }
         #pragma omp for schedule(static)
         for (int64_t t = 0; t < a->batch * H; t++) {
-            if (!S) continue;
+            if (!S || ac_stop_poll(&stop)) continue;
             const int64_t b = t / H, h = t % H, hk = h / group;
             const real *qh = q + b * a->q_stride[0] + h * a->q_stride[1];
             const real *kh = k + b * a->k_stride[0] + hk * a->k_stride[1];
@@ -43,6 +47,7 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
             memset(S, 0, (size_t)(d * dv + d) * sizeof(real));
             int64_t seen = 0; /* keys folded into S and z so far */
             for (int64_t i = 0; i < n; i++) {
+                if ((i & 255) == 255 && ac_stop_poll(&stop)) break; /* long heads */
                 int64_t hi = m; /* without the mask every row sees all keys */
                 if (a->causal) {
                     hi = i + 1 + (m - n);
@@ -73,7 +78,7 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
         }
         ac_ws_free(S, state, sizeof(real));
     }
-    return failed ? AC_ENOMEM : AC_OK;
+    return failed ? AC_ENOMEM : ac_stopped(&stop) ? AC_EINTR : AC_OK;
 }
 
 #endif

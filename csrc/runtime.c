@@ -2,6 +2,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -144,4 +145,33 @@ int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const voi
     if (need_v && nkv * a->dv > 0 && !v) return AC_EINVAL;
     if (rows * (need_v ? a->dv : a->m) > 0 && !out) return AC_EINVAL;
     return AC_OK;
+}
+
+/* ---- interruption ------------------------------------------------------ */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ac_stop_init(ac_stop *s, const ac_attn_args *a) {
+    s->fn = a->interrupt;
+    s->ctx = a->interrupt_ctx;
+    atomic_init(&s->stop, 0);
+    s->next = s->fn ? now_seconds() + AC_POLL_SECONDS : 0;
+}
+
+int ac_stop_poll(ac_stop *s) {
+    if (ac_stopped(s)) return 1;
+    if (!s->fn) return 0;
+#ifdef _OPENMP
+    if (omp_get_thread_num() != 0) return 0; /* only the caller calls the hook */
+#endif
+    const double t = now_seconds();
+    if (t < s->next) return 0;
+    s->next = t + AC_POLL_SECONDS;
+    if (!s->fn(s->ctx)) return 0;
+    atomic_store(&s->stop, 1);
+    return 1;
 }

@@ -25,7 +25,8 @@
  * team packs the head's K blocks into kp (one block every psize values), then
  * splits the rows. */
 static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
-                           const real *qh, const kvreal *kh, real *s, real *kp, int64_t psize) {
+                           const real *qh, const kvreal *kh, real *s, real *kp, int64_t psize,
+                           ac_stop *stop) {
     const int64_t n = a->n, m = a->m, bq = K->block_q, bk = K->block_k;
     const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2];
     const real scale = (real)a->scale;
@@ -33,11 +34,13 @@ static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_
     #pragma omp for schedule(static)
     for (int64_t kb = 0; kb < nkb; kb++) {
         const int64_t j0 = kb * bk;
+        if (ac_stopped(stop)) continue;
         K->R(pack)(m - j0 < bk ? m - j0 : bk, a->dk, kh + j0 * ldk, ldk, kp + kb * psize);
     }
     #pragma omp for schedule(static)
     for (int64_t qb = 0; qb < nqb; qb++) {
         const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
+        if (ac_stop_poll(stop)) continue;
         for (int64_t kb = 0; kb < nkb; kb++) {
             const int64_t j0 = kb * bk, cols = m - j0 < bk ? m - j0 : bk;
             K->RR(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
@@ -47,10 +50,12 @@ static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_
     }
 }
 
-/* Room for one head's packed K blocks. */
+/* Room for one head's packed K blocks; -1 (refused by ac_ws_alloc) when
+ * the count would overflow. */
 static int64_t R(pack_size)(const ac_kernels *K, const ac_attn_args *a, int64_t *psize) {
+    int64_t total;
     *psize = ac_kpack_size(K, K->block_k, a->dk);
-    return (a->m + K->block_k - 1) / K->block_k * *psize;
+    return ac_mul((a->m + K->block_k - 1) / K->block_k, *psize, &total) ? total : -1;
 }
 
 int R(ac_scores)(const ac_attn_args *a, const real *q, const kvreal *k, real *s) {
@@ -62,6 +67,8 @@ int R(ac_scores)(const ac_attn_args *a, const real *q, const kvreal *k, real *s)
     int64_t psize, npack = R(pack_size)(K, a, &psize);
     real *kp = ac_ws_alloc(npack, sizeof(real));
     if (!kp) return AC_ENOMEM;
+    ac_stop stop;
+    ac_stop_init(&stop, a);
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     for (int64_t b = 0; b < a->batch; b++)
         for (int64_t h = 0; h < a->heads; h++) {
@@ -69,10 +76,10 @@ int R(ac_scores)(const ac_attn_args *a, const real *q, const kvreal *k, real *s)
             ac_vis_init(&vis, a, b, h);
             R(score_table)(K, a, &vis, q + b * a->q_stride[0] + h * a->q_stride[1],
                            k + b * a->k_stride[0] + (h / group) * a->k_stride[1],
-                           s + (b * a->heads + h) * nm, kp, psize);
+                           s + (b * a->heads + h) * nm, kp, psize, &stop);
         }
     ac_ws_free(kp, npack, sizeof(real));
-    return AC_OK;
+    return ac_stopped(&stop) ? AC_EINTR : AC_OK;
 }
 
 int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
@@ -101,6 +108,8 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
         ac_ws_free(vfin, nkv, 1);
         return AC_ENOMEM;
     }
+    ac_stop stop;
+    ac_stop_init(&stop, a);
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
     #pragma omp for schedule(static)
@@ -119,10 +128,11 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
             ac_vis vis;
             ac_vis_init(&vis, a, b, h);
             /* passes 1-2: the masked score table */
-            R(score_table)(K, a, &vis, qh, kh, s, kp, psize);
+            R(score_table)(K, a, &vis, qh, kh, s, kp, psize, &stop);
             /* pass 3: row softmax in place (omp for ends with a barrier) */
             #pragma omp for schedule(static)
             for (int64_t i = 0; i < n; i++) {
+                if (ac_stop_poll(&stop)) continue;
                 real l = RR(ac_softmax_row)(K, s + i * m, m);
                 if (lse) lse[hb * n + i] = l;
             }
@@ -131,6 +141,7 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
             #pragma omp for schedule(static)
             for (int64_t qb = 0; qb < nqb; qb++) {
                 const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
+                if (ac_stop_poll(&stop)) continue;
                 memset(oh + i0 * dv, 0, (size_t)(rows * dv) * sizeof(real));
                 R(ac_pv_tile)(K, &vis, i0, rows, rows, 0, m, dv, s + i0 * m, m, vh,
                               a->v_stride[2], oh + i0 * dv, dv, v_finite);
@@ -141,7 +152,7 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
     ac_ws_free(kp, npack, sizeof(real));
     ac_ws_free(table, nm, sizeof(real));
     ac_ws_free(vfin, nkv, 1);
-    return AC_OK;
+    return ac_stopped(&stop) ? AC_EINTR : AC_OK;
 }
 
 #endif

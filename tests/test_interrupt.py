@@ -1,0 +1,159 @@
+"""Interrupts: a long call stops soon after a signal whose handler raises.
+
+The core polls a hook between tasks; from the main thread the hook runs
+Python's pending signal handlers (csrc/runtime.c, attncore/_core.pyx).
+Each test here starts a call that would run for seconds, raises from a
+SIGALRM handler 0.1 s in, and checks that the call stops within a second,
+that the exception is the handler's, and that no thread keeps computing.
+The last test sends a real SIGINT to a child process and expects
+KeyboardInterrupt.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import attncore
+from attncore import _api
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
+
+ALARM_AFTER = 0.1  # s
+LATENCY = 1.0  # s: "within about a second"
+
+
+class Stop(Exception):
+    pass
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+
+
+def interrupted(call):
+    """Run call() with SIGALRM raising Stop after ALARM_AFTER; return the
+    seconds from the alarm to the exception."""
+    fired = []
+
+    def handler(signum, frame):
+        fired.append(time.perf_counter())
+        raise Stop
+
+    old = signal.signal(signal.SIGALRM, handler)
+    threads = threading.active_count()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, ALARM_AFTER)
+        with pytest.raises(Stop):
+            call()
+            pytest.fail("the call finished before the alarm: make the problem larger")
+        stopped = time.perf_counter()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(fired) == 1
+    # no thread keeps computing: the process idles once the call is gone
+    c0 = time.process_time()
+    time.sleep(0.3)
+    assert time.process_time() - c0 < 0.15
+    assert threading.active_count() == threads
+    return stopped - fired[0]
+
+
+BACKWARD_QKV = [rand(1, 16384, 64, seed=s) for s in range(3)]
+LONG_CALLS = {
+    # each runs for a second or more on two fast cores, uninterrupted
+    "flash": lambda: attncore.attention(rand(1, 1, 32768, 64), rand(1, 1, 32768, 64),
+                                        rand(1, 1, 32768, 64)),
+    "flash-causal-float64": lambda: attncore.attention(
+        *(x.astype(np.float64) for x in (rand(1, 1, 32768, 64),) * 3), causal=True),
+    "naive": lambda: attncore.attention(rand(16, 8192, 64), rand(16, 8192, 64),
+                                        rand(16, 8192, 64), method="naive"),
+    "scores": lambda: attncore.scores(rand(8, 4096, 1024), rand(8, 4096, 1024)),
+    "backward": lambda: attncore.attention_backward(
+        *BACKWARD_QKV, *attncore.attention(*BACKWARD_QKV, return_lse=True), BACKWARD_QKV[0]),
+    "linear": lambda: attncore.linear_attention(rand(4, 131072, 64), rand(4, 131072, 64),
+                                                rand(4, 131072, 64)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_CALLS))
+def test_a_long_call_stops_soon_after_the_handler_raises(name):
+    assert interrupted(LONG_CALLS[name]) < LATENCY
+
+
+def test_split_kv_decode_stops(monkeypatch):
+    monkeypatch.setattr(_api, "_SPLIT_KV", 1)  # many rows through the decode kernel
+    q, k, v = rand(1, 4096, 64), rand(1, 65536, 64), rand(1, 65536, 64)
+    assert interrupted(lambda: attncore.attention(q, k, v)) < LATENCY
+
+
+def test_a_handler_that_does_not_raise_lets_the_call_finish():
+    q, k, v = rand(2, 4096, 64), rand(2, 4096, 64), rand(2, 4096, 64)
+    expect = attncore.attention(q, k, v)
+    calls = []
+    old = signal.signal(signal.SIGALRM, lambda s, f: calls.append(s))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.005, 0.005)  # every 5 ms
+        got = attncore.attention(q, k, v)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert calls, "the timer never fired"
+    np.testing.assert_array_equal(got, expect)
+
+
+def test_calls_from_other_threads_are_not_interrupted_and_stay_right():
+    # signals go to the main thread only: a worker's call gets no hook
+    q, k, v = rand(1, 1024, 32), rand(1, 1024, 32), rand(1, 1024, 32)
+    expect = attncore.attention(q, k, v)
+    out = []
+    t = threading.Thread(target=lambda: out.append(attncore.attention(q, k, v)))
+    t.start()
+    t.join()
+    np.testing.assert_array_equal(out[0], expect)
+
+
+CHILD = r"""
+import sys, time
+import numpy as np
+import attncore
+n = 131072
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((1, n, 64), dtype=np.float32) for _ in range(3))
+print("ready", flush=True)
+try:
+    attncore.attention(q, k, v)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    c0 = time.process_time()
+    time.sleep(0.3)
+    print("idle-cpu", time.process_time() - c0, flush=True)
+"""
+
+
+def test_ctrl_c_raises_keyboard_interrupt_in_a_blockwise_call_at_n_131072():
+    with subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
+                          text=True) as child:
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            time.sleep(0.5)  # well inside the call (tens of seconds uninterrupted)
+            sent = time.perf_counter()
+            child.send_signal(signal.SIGINT)
+            line = child.stdout.readline().strip()
+            latency = time.perf_counter() - sent
+            rest = child.stdout.read()
+            assert child.wait(timeout=60) == 0
+        finally:
+            if child.poll() is None:
+                child.kill()
+    assert line == "KeyboardInterrupt"
+    assert latency < LATENCY
+    idle = float(rest.split()[-1])
+    assert idle < 0.15  # no thread of the core kept running
