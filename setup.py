@@ -4,6 +4,9 @@ Environment switches:
   ATTNCORE_OPENMP=0      build without OpenMP (single-threaded core)
   ATTNCORE_NATIVE=1      add -march=native (off by default: the wheel must run anywhere)
   ATTNCORE_DEBUG=1       -O0 -g and Cython bounds checks back on
+  ATTNCORE_SANITIZE=1    AddressSanitizer and UndefinedBehaviorSanitizer (-O1 -g); load it
+                         with LD_PRELOAD=$(gcc -print-file-name=libasan.so), as
+                         tests/test_sanitizers.py does
 """
 
 import os
@@ -20,10 +23,15 @@ def flag(name, default):
 
 
 debug = flag("ATTNCORE_DEBUG", "0")
-cflags = ["-std=c11", "-O0" if debug else "-O3", "-fno-math-errno"]
+sanitize = flag("ATTNCORE_SANITIZE", "0")
+cflags = ["-std=c11", "-O0" if debug else "-O1" if sanitize else "-O3", "-fno-math-errno"]
 if debug:
     cflags.append("-g")
 ldflags = []
+if sanitize:
+    san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    cflags += ["-g", "-fno-omit-frame-pointer", *san]
+    ldflags += san
 if flag("ATTNCORE_NATIVE", "0"):
     cflags.append("-march=native")
 if flag("ATTNCORE_OPENMP", "1"):

@@ -226,7 +226,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False,
             raise TypeError(f"{name} has dtype {a.dtype} but q has {p.dtype}")
         if a.shape != want[name]:
             raise ValueError(f"{name} must have shape {want[name]}, got {a.shape}")
-        arrays[name] = np.ascontiguousarray(a, dtype=p.dtype).reshape((B, H, n) + a.shape[len(p.lead) + 1:])
+        arrays[name] = V.fast_layout(np.ascontiguousarray(a, dtype=p.dtype)).reshape(
+            (B, H, n) + a.shape[len(p.lead) + 1:])
     if method == "naive":
         V.check_table(2 * n * m + n * m, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
         bq, bk = max(n, 1), max(m, 1)
@@ -371,8 +372,8 @@ def merge(o_a, lse_a, o_b, lse_b, *more):
     outs, lses, shape, dtype = V.merge_parts((o_a, lse_a, o_b, lse_b) + more)
     rows = math.prod(shape[:-1])
     dv = shape[-1]
-    flat_o = [np.ascontiguousarray(o, dtype=dtype).reshape(rows, dv) for o in outs]
-    flat_l = [np.ascontiguousarray(lse, dtype=dtype).reshape(rows) for lse in lses]
+    flat_o = [V.fast_layout(np.ascontiguousarray(o, dtype=dtype)).reshape(rows, dv) for o in outs]
+    flat_l = [V.fast_layout(np.ascontiguousarray(lse, dtype=dtype)).reshape(rows) for lse in lses]
     nt = get_num_threads()
     while len(flat_o) > 1:  # groups of MERGE_MAX_PARTS, then the merged groups
         step = _core.MERGE_MAX_PARTS

@@ -50,7 +50,9 @@ def fast_layout(a: np.ndarray) -> np.ndarray:
         or (a.ndim and a.strides[-1] != a.itemsize)
         or any(s % a.itemsize for s in a.strides)
     ):
-        return np.ascontiguousarray(a)
+        # a fresh array (ascontiguousarray would hand back an unaligned
+        # C-contiguous input as it is)
+        return np.array(a, order="C")
     return a
 
 
@@ -230,7 +232,7 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
         if kl.size and (kl.min() < 0 or kl.max() > m):
             raise ValueError(f"key_lengths must lie in [0, m={m}], got values from {kl.min()} "
                              f"to {kl.max()}")
-        kl = np.ascontiguousarray(kl, dtype=np.int64).reshape(B)
+        kl = fast_layout(np.ascontiguousarray(kl, dtype=np.int64)).reshape(B)
     mk = None
     if mask is not None:
         mk = np.asarray(mask)
