@@ -154,10 +154,12 @@ def linear_attention(q, k, v, *, causal=False, feature_map="elu1"):
     phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))  # noqa: E731
     k4 = np.repeat(phi(p.k), H // Hkv, axis=1) if Hkv else phi(p.k)
     v4 = np.repeat(p.v, H // Hkv, axis=1) if Hkv else p.v
-    w = np.matmul(phi(p.q), np.swapaxes(k4, -1, -2)) * _visible(p, vis)  # (B, H, n, m)
-    total = w.sum(axis=-1, keepdims=True)
     with np.errstate(**_quiet):
-        out = np.where(total > 0, np.matmul(w, v4) / total, 0)
+        visible = _visible(p, vis)
+        w = np.where(visible, np.matmul(phi(p.q), np.swapaxes(k4, -1, -2)), 0)  # (B, H, n, m)
+        total = w.sum(axis=-1, keepdims=True)
+        # nothing weighed (no visible key, or d_k = 0): 0; NaN stays NaN
+        out = np.where(total == 0, 0, _weighted_sum(w, v4, visible) / total)
     return out.astype(p.dtype).reshape(p.lead + (n, dv))
 
 

@@ -69,7 +69,7 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
                 }
                 real *oi = oh + i * dv;
                 for (int64_t c = 0; c < dv; c++) oi[c] = 0;
-                if (seen == 0) continue; /* nothing visible: 0 */
+                if (seen == 0 || den == 0) continue; /* nothing visible or weighed: 0 */
                 for (int64_t x = 0; x < d; x++)
                     for (int64_t c = 0; c < dv; c++) oi[c] += fq[x] * S[x * dv + c];
                 const real inv = 1 / den;

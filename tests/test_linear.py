@@ -37,3 +37,21 @@ def test_linear_attention_errors():
         h = np.zeros((2, 4, 8), np.float16)
         with pytest.raises(TypeError, match=r"float32 or float64"):
             impl.linear_attention(x.astype(np.float32), h, h)
+
+
+def test_linear_causal_rows_never_see_a_later_nan_or_inf():
+    # found by the fuzz: the reference once let 0 * NaN of a hidden key through
+    q = np.ones((1, 2, 3))
+    k = np.ones((1, 2, 3))
+    v = np.array([[[1.0, 2.0], [np.nan, np.inf]]])
+    for module in (attncore, attncore.reference):
+        out = module.linear_attention(q, k, v, causal=True)
+        np.testing.assert_array_equal(out[0, 0], [1.0, 2.0])
+        assert not np.isfinite(out[0, 1]).any()
+
+
+def test_linear_with_no_features_weighs_nothing_and_gives_zero():
+    # d_k = 0: every φ(q)·φ(k) is an empty sum, 0; the row is 0, not 0/0
+    q, k, v = np.zeros((1, 3, 0)), np.zeros((1, 4, 0)), np.ones((1, 4, 2))
+    for module in (attncore, attncore.reference):
+        np.testing.assert_array_equal(module.linear_attention(q, k, v), np.zeros((1, 3, 2)))
