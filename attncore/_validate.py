@@ -292,9 +292,15 @@ def linear_problem(q, k, v, causal, feature_map):
 def memory_limit() -> int:
     """Bytes a materialised table may take: ATTNCORE_MAX_TABLE_BYTES, or the
     memory the system reports available now."""
-    env = os.environ.get("ATTNCORE_MAX_TABLE_BYTES")
+    env = os.environ.get("ATTNCORE_MAX_TABLE_BYTES", "").strip()
     if env:
-        return int(env)
+        try:
+            limit = int(env)
+        except ValueError:
+            limit = -1
+        if limit < 0:
+            raise ValueError(f"ATTNCORE_MAX_TABLE_BYTES must be a whole number of bytes, got {env!r}")
+        return limit
     try:
         with open("/proc/meminfo") as f:
             for line in f:

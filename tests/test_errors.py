@@ -116,6 +116,14 @@ def test_naive_table_too_large_is_refused_before_allocating(monkeypatch):
     assert attncore.attention(q, q, q).shape == (64, 8)  # flash needs no table
 
 
+def test_a_bad_table_limit_is_named(monkeypatch):
+    q = np.zeros((4, 2))
+    for bad in ("lots", "-5", "1e9"):
+        monkeypatch.setenv("ATTNCORE_MAX_TABLE_BYTES", bad)
+        with pytest.raises(ValueError, match="ATTNCORE_MAX_TABLE_BYTES must be a whole number"):
+            attncore.attention(q, q, q, method="naive")
+
+
 def test_real_memory_limit_refuses_a_terabyte_table():
     # n = m = 2**19 in float32 is a 1 TiB table: refused up front (inputs are 2 MiB)
     q = np.zeros((2**19, 1), np.float32)

@@ -12,3 +12,25 @@ def test_readme_python_blocks_run():
     assert blocks
     for code in blocks:
         exec(compile(code, "README.md", "exec"), {})
+
+
+def test_every_guarantee_names_tests_that_exist():
+    root = os.path.dirname(README)
+    with open(README) as f:
+        text = f.read()
+    table = text.split("## Guarantees", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| guarantee")]
+    assert len(rows) >= 10
+    for row in rows:
+        cited = row.rsplit("|", 2)[-2]
+        refs = re.findall(r"`((?:tests/|tools/)?[\w/]+\.py)((?:::\w+)?)`|`::(\w+)`", cited)
+        assert refs, row
+        last = None
+        for path, test, bare in refs:
+            if path:
+                last = path if path.startswith(("tests/", "tools/")) else "tests/" + path
+                assert os.path.exists(os.path.join(root, last)), last
+            name = (test or "::" + bare if (test or bare) else "")[2:]
+            if name:
+                with open(os.path.join(root, last)) as f:
+                    assert f"def {name}(" in f.read(), (last, name)
