@@ -138,9 +138,10 @@ except KeyboardInterrupt:
 """
 
 
-def test_ctrl_c_raises_keyboard_interrupt_in_a_blockwise_call_at_n_131072():
-    with subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
-                          text=True) as child:
+def test_ctrl_c_raises_keyboard_interrupt_in_a_blockwise_call_at_n_131072(tmp_path):
+    # cwd away from the checkout: `python -c` would import the source tree
+    with subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True,
+                          cwd=tmp_path) as child:
         try:
             assert child.stdout.readline().strip() == "ready"
             time.sleep(0.5)  # well inside the call (tens of seconds uninterrupted)
