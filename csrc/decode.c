@@ -40,6 +40,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     const int64_t B = a->batch, H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m;
     const int64_t dk = a->dk, dv = a->dv, g = H / Hkv, rows = g * n;
     const int nt = AC_NUM_THREADS(a->num_threads);
+    (void)nt; /* the team size only: the split below never depends on it */
     const real scale = (real)a->scale;
     /* chunks: enough tasks to keep AC_DECODE_TASKS threads' worth busy, none
      * shorter than AC_DECODE_MIN_CHUNK keys, at most AC_MERGE_MAX_PARTS.  The
