@@ -160,6 +160,7 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
             real *dqb = dq + (hb * n + i0) * dkk; /* (rows, dk) */
             const int64_t kv_begin = ac_vis_lo(&vis, i0) / bk * bk, kv_end = ac_vis_hi(&vis, i0 + rows - 1);
             for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
+                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash.c */
                 const int64_t cols = m - j0 < bk ? m - j0 : bk, pt = (b * Hkv + hk) * nkb + j0 / bk;
                 R(bwd_p)(K, a, &vis, qb_, kpack + pt * pk, cols, lse + hb * n + i0, i0, rows, j0,
                          cols, bk, s);

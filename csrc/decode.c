@@ -97,6 +97,7 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
             if (j_end > ac_vis_hi(&vis, n - 1)) j_end = ac_vis_hi(&vis, n - 1);
             RR(ac_online_start)(rows, mi, li, o, dv);
             for (int64_t j0 = j_begin; j0 < j_end; j0 += bk) {
+                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash.c */
                 const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
                 K->R(qkd)(rows, cols, dk, qg, dk, kh + j0 * a->k_stride[2], a->k_stride[2], scale,
                           s, bk);

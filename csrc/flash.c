@@ -38,7 +38,7 @@
 static int64_t R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
                            int64_t bk, const real *qb, const real *kp, int64_t psize,
                            const kvreal *vh, const unsigned char *vfin, int64_t i0, int64_t rows, real *s, real *mi, real *li,
-                           real *bmax, real *o, real *lse) {
+                           real *bmax, real *o, real *lse, ac_stop *stop) {
     const int64_t m = a->m, dv = a->dv;
     const int64_t ldq = a->q_stride[2], ldv = a->v_stride[2];
     const real scale = (real)a->scale;
@@ -49,6 +49,10 @@ static int64_t R(flash_block)(const ac_kernels *K, const ac_attn_args *a, const 
     RR(ac_online_start)(rows, mi, li, o, dv);
     int64_t tiles = 0, edges = 0;
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
+        /* a block row at n = 131072 is ~1000 tiles: ask between tiles, so a
+         * stop waits for one tile, not one row of them (the output is
+         * incomplete then, and the call returns AC_EINTR) */
+        if (ac_stop_poll(stop)) break;
         const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk;
         const int edge = !ac_vis_clear(vis, i0, rows, j0, cols);
         tiles++;
@@ -148,7 +152,7 @@ int R(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
                            v + b * a->v_stride[0] + hk * a->v_stride[1],
                            vfin + (b * Hkv + hk) * nkb, i0, rows, s,
                            s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq,
-                           out + (hb * n + i0) * dv, lse ? lse + hb * n + i0 : NULL);
+                           out + (hb * n + i0) * dv, lse ? lse + hb * n + i0 : NULL, &stop);
             if (a->block_counts) {
                 #pragma omp atomic
                 a->block_counts[0] += counted >> 32;
