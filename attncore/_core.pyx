@@ -30,9 +30,9 @@ CFLAGS = ATTNCORE_CFLAGS.decode()
 # Interrupts.  While the core runs, the GIL is released and Python's own
 # signal handlers (Ctrl-C's KeyboardInterrupt) wait for it.  A call made from
 # the main thread therefore hands the core a hook that its calling thread
-# polls between tasks (every AC_POLL_SECONDS at most): the hook takes the
-# GIL and runs any pending handler; if one raises, the core stops, every
-# thread finishes the task in hand, and the exception is raised from the
+# polls between tasks and tiles (every AC_POLL_SECONDS at most): the hook
+# takes the GIL and runs any pending handler; if one raises, the core stops,
+# every thread finishes the tile in hand, and the exception is raised from the
 # call.  Other threads never receive signals, so their calls get no hook.
 _MAIN_THREAD = threading.main_thread().ident
 

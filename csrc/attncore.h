@@ -19,7 +19,8 @@
  * A row that sees no key gives output 0 and lse -inf, never NaN.
  *
  * Every entry point validates its arguments, returns an ac_status, never
- * aborts, can be stopped between tasks (interrupt, below), and never reads or writes outside the extents it was given.
+ * aborts, can be stopped between tiles (interrupt, below), and never reads
+ * or writes outside the extents it was given.
  * Index arithmetic is 64-bit throughout.
  */
 #ifndef ATTNCORE_H
@@ -60,9 +61,9 @@ typedef struct {
                                        -1 = when it pays, 0 = never, 1 = always */
     int num_threads;                /* OpenMP threads; <= 0 = the OpenMP default */
     int (*interrupt)(void *ctx);    /* NULL, or polled by the calling thread between tasks
-                                       (at most every AC_POLL_SECONDS): nonzero = stop; the
-                                       other threads finish the task in hand, skip the rest,
-                                       and the call returns AC_EINTR */
+                                       and tiles (at most every AC_POLL_SECONDS): nonzero =
+                                       stop; the other threads finish the tile in hand, skip
+                                       the rest, and the call returns AC_EINTR */
     void *interrupt_ctx;
 } ac_attn_args;
 

@@ -123,7 +123,8 @@ int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const voi
                   const void *out, int need_v);
 
 /* ---- interruption ------------------------------------------------------
- * Each task loop asks ac_stop_poll before a task: 1 = skip it.  Only the
+ * Each task loop asks ac_stop_poll before a task (and the long ones before
+ * each tile): 1 = skip it.  Only the
  * calling thread (thread 0 of the team) calls the hook, and at most every
  * AC_POLL_SECONDS; once it says stop, every thread sees the flag.  Loops
  * that every thread of a team must run alike (those around an omp for) run

@@ -319,10 +319,6 @@ def _outputs(r):
     return list(r) if isinstance(r, tuple) else [r]
 
 
-def _eps(dtype):
-    return float(np.finfo(dtype).eps) if np.dtype(dtype).kind == "f" else 2.0 ** -23
-
-
 def check(call: Call) -> None:
     before = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in call.args]
     try:
@@ -355,6 +351,6 @@ def check(call: Call) -> None:
         if fin.any():
             big = max(float(np.abs(w64[fin]).max()), 1.0)
             m = max(int(g.shape[-1]) if g.ndim else 1, 1)
-            atol = 16 * _eps(g.dtype) * (math.sqrt(m) + 8) * call.scale_hint * big
+            atol = 16 * float(np.finfo(g.dtype).eps) * (math.sqrt(m) + 8) * call.scale_hint * big
             err = float(np.abs(g64[fin] - w64[fin]).max())
             assert err <= atol, f"{call!r}: output {i}: max error {err:.3g} > {atol:.3g}"
