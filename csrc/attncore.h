@@ -57,7 +57,7 @@ typedef struct {
     int64_t *block_counts;          /* NULL, or 2 counters the blockwise kernel adds to:
                                        [0] (Q block, K block) tiles computed, [1] of them
                                        masked (on an edge of the band) — for teaching */
-    int split_kv;                   /* few query rows: split the keys (decode.c)?
+    int split_kv;                   /* few query rows: split the keys (decode_body.h)?
                                        -1 = when it pays, 0 = never, 1 = always */
     int num_threads;                /* OpenMP threads; <= 0 = the OpenMP default */
     int (*interrupt)(void *ctx);    /* NULL, or polled by the calling thread between tasks
@@ -104,7 +104,7 @@ int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, doubl
                    int num_threads);
 
 /* Gradients (dq, dk, dv) of attention from (q, k, v, out, lse, dout), by
- * recomputation in blocks (backward.c).  out, lse, dout dense (B, H, n, ·);
+ * recomputation in blocks (backward_body.h).  out, lse, dout dense (B, H, n, ·);
  * dq (B, H, n, dk), dk (B, Hkv, m, dk), dv (B, Hkv, m, dv) dense outputs. */
 int ac_backward_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                     const float *out, const float *lse, const float *dout, float *dq, float *dk,
@@ -114,7 +114,7 @@ int ac_backward_f64(const ac_attn_args *a, const double *q, const double *k, con
                     double *dk, double *dv);
 
 /* Linear (kernelised) attention with φ(x) = elu(x) + 1: O(n·d·dv) time,
- * O(d·dv) state; causal by running prefix sums (linear.c).  Reads the q/k/v
+ * O(d·dv) state; causal by running prefix sums (linear_body.h).  Reads the q/k/v
  * and causal fields of `a`. */
 int ac_linear_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                   float *out);

@@ -1,9 +1,12 @@
-/* internal.h — what the algorithm files share: the micro-kernel table that
- * each ISA fills in, workspace allocation, argument checks.
+/* internal.h — what every part of the core shares: the micro-kernel table
+ * that each ISA fills in, the visibility rules, workspace, interruption and
+ * the tile sizes.
  *
- * The algorithms (softmax.c, scores.c, flash.c) are written once against the
- * table below; an ISA file (kern_scalar.c, ...) supplies the inner loops.
- * Adding an ISA means adding one file and one line in runtime.c.
+ * The algorithms are written once each as a body (flash_body.h, ...) over an
+ * element type `real` and a K/V storage type `kvreal`; the per-type units
+ * float32.c, float64.c and float16.c instantiate them and list the names
+ * they define.  An ISA file (kern_scalar.c, kern_avx2.c, ...) fills in the
+ * kernel table below; adding an ISA means one file and one line in runtime.c.
  */
 #ifndef ATTNCORE_INTERNAL_H
 #define ATTNCORE_INTERNAL_H
@@ -19,63 +22,82 @@
 #include <omp.h>
 #endif
 
-/* The inner loops one ISA provides, for one element type.
+/* The inner loops one ISA provides.  Each set is written for one element
+ * type; the algorithm bodies reach them as K->OPS (the kernels on reals
+ * alone: scores and softmax) and K->KV_OPS (the loaders of K and V), where
+ * the per-type unit names OPS and KV_OPS.  A float16 cache is nothing but
+ * another KV_OPS set: the algorithm reads "a K row as float32" either way.
  *
- * pack:   kp = a K block (bk, d) in the layout qk reads (Kᵀ for the SIMD
- *         kernels); kp holds ac_kpack_size(K, bk, d) values.  Done once per
- *         block and call, so its cost is spread over every Q block.
  * qk:     s[r*lds + c] = scale * <q_r, k_c> for the first bk keys of a block
  *         packed from pbk keys (bk <= pbk)                       S tile (bq, bk)
  *         and, if rmax is not NULL, rmax[r] = max(rmax[r], max_c s[r, c]),
  *         NaN-propagating: the scale and the running max are fused into the
  *         store of the tile.
- * qkd:    qk straight from K rows (ldk apart), no packing, for a few query
- *         rows against many keys (decode): each K row is read once for all rows.
- * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv)
- * (pack, qkd and pv also come in an f16 form: float16 K/V converted as they
- * are loaded, F16C / AVX-512 in the SIMD sets, float32 arithmetic.)
- *         plain IEEE arithmetic (0 · NaN is NaN); ac_pv_causal keeps masked
- *         keys out where that matters.
  * rowmax: the NaN-propagating max of x[0..n), -inf for n == 0.
  * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
  */
-/* The kernels on reals alone (scores, softmax), per compute type... */
-#define AC_REAL_FIELDS(real, suf)                                                        \
-    void (*qk_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,       \
-                     const real *kp, int64_t pbk, real scale, real *s, int64_t lds,       \
-                     real *rmax);                                                         \
-    real (*rowmax_##suf)(const real *x, int64_t n);                                       \
-    real (*expsum_##suf)(real *x, int64_t n, real shift);
-/* ...and those that read K or V, per (compute type, storage type). */
-#define AC_KV_FIELDS(real, kvreal, suf)                                                  \
-    void (*pack_##suf)(int64_t bk, int64_t d, const kvreal *k, int64_t ldk, real *kp);    \
-    void (*pv_##suf)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,      \
-                     const kvreal *v, int64_t ldv, real *o, int64_t ldo);                 \
-    void (*qkd_##suf)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,      \
-                      const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds);
+typedef struct {
+    void (*qk)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *kp,
+               int64_t pbk, float scale, float *s, int64_t lds, float *rmax);
+    float (*rowmax)(const float *x, int64_t n);
+    float (*expsum)(float *x, int64_t n, float shift);
+} ac_ops_f32;
+
+typedef struct {
+    void (*qk)(int64_t bq, int64_t bk, int64_t d, const double *q, int64_t ldq,
+               const double *kp, int64_t pbk, double scale, double *s, int64_t lds,
+               double *rmax);
+    double (*rowmax)(const double *x, int64_t n);
+    double (*expsum)(double *x, int64_t n, double shift);
+} ac_ops_f64;
+
+/* pack:   kp = a K block (bk, d) in the layout qk reads (Kᵀ for the SIMD
+ *         kernels); kp holds ac_kpack_size(K, bk, d) values.  Done once per
+ *         block and call, so its cost is spread over every Q block.
+ * qkd:    qk straight from K rows (ldk apart), no packing, for a few query
+ *         rows against many keys (decode): each K row is read once for all rows.
+ * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv),
+ *         plain IEEE arithmetic (0 · NaN is NaN): the algorithms keep masked
+ *         keys out where that matters.
+ * The float16 set converts K and V as it loads them (F16C / AVX-512 in the
+ * SIMD sets, exactly) and computes in float32. */
+typedef struct {
+    void (*pack)(int64_t bk, int64_t d, const float *k, int64_t ldk, float *kp);
+    void (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *k,
+                int64_t ldk, float scale, float *s, int64_t lds);
+    void (*pv)(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t ldp, const float *v,
+               int64_t ldv, float *o, int64_t ldo);
+} ac_kv_ops_f32;
+
+typedef struct {
+    void (*pack)(int64_t bk, int64_t d, const double *k, int64_t ldk, double *kp);
+    void (*qkd)(int64_t bq, int64_t bk, int64_t d, const double *q, int64_t ldq,
+                const double *k, int64_t ldk, double scale, double *s, int64_t lds);
+    void (*pv)(int64_t bq, int64_t bk, int64_t dv, const double *p, int64_t ldp,
+               const double *v, int64_t ldv, double *o, int64_t ldo);
+} ac_kv_ops_f64;
+
+typedef struct { /* float16 (IEEE half, as uint16) K and V, float32 arithmetic */
+    void (*pack)(int64_t bk, int64_t d, const uint16_t *k, int64_t ldk, float *kp);
+    void (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq,
+                const uint16_t *k, int64_t ldk, float scale, float *s, int64_t lds);
+    void (*pv)(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t ldp,
+               const uint16_t *v, int64_t ldv, float *o, int64_t ldo);
+} ac_kv_ops_f16;
 
 typedef struct {
     const char *name;
     int64_t block_q, block_k; /* default tile sizes for this ISA (float32) */
     int64_t kt_pad;           /* a packed block holds d * round_up(bk, kt_pad) values */
-    AC_REAL_FIELDS(float, f32)
-    AC_KV_FIELDS(float, float, f32)
-    AC_REAL_FIELDS(double, f64)
-    AC_KV_FIELDS(double, double, f64)
-    AC_KV_FIELDS(float, uint16_t, f16) /* float16 K/V, float32 arithmetic */
+    ac_ops_f32 f32;
+    ac_ops_f64 f64;
+    ac_kv_ops_f32 kv_f32;
+    ac_kv_ops_f64 kv_f64;
+    ac_kv_ops_f16 kv_f16;
     /* the probes behind the benchmarks' roofs (probes.c), in float32 */
     float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
 } ac_kernels;
-
-/* The typed entries of a table whose kernels are named name_<isa>_<type>. */
-#define AC_KERNEL_ENTRIES(isa)                                                           \
-    .pack_f32 = pack_##isa##_f32, .qk_f32 = qk_##isa##_f32, .pv_f32 = pv_##isa##_f32,    \
-    .qkd_f32 = qkd_##isa##_f32, .rowmax_f32 = rowmax_##isa##_f32,                         \
-    .expsum_f32 = expsum_##isa##_f32, .pack_f64 = pack_##isa##_f64, .qk_f64 = qk_##isa##_f64, \
-    .pv_f64 = pv_##isa##_f64, .qkd_f64 = qkd_##isa##_f64, .rowmax_f64 = rowmax_##isa##_f64, \
-    .expsum_f64 = expsum_##isa##_f64, .pack_f16 = pack_##isa##_f16, .pv_f16 = pv_##isa##_f16, \
-    .qkd_f16 = qkd_##isa##_f16
 
 extern const ac_kernels ac_kernels_scalar;
 extern const ac_kernels ac_kernels_avx2;
@@ -153,11 +175,6 @@ static inline int ac_muladd(int64_t a, int64_t b, int64_t c, int64_t *r) {
     return !__builtin_add_overflow(*r, c, r);
 }
 
-/* Softmax of one row in place (softmax.c); returns its log-sum-exp. */
-float ac_softmax_row_f32(const ac_kernels *K, float *y, int64_t n);
-double ac_softmax_row_f64(const ac_kernels *K, double *y, int64_t n);
-
-
 /* ---- which keys a row sees ---------------------------------------------
  * For one (batch, head): row i sees the keys [lo(i), hi(i)) that the boolean
  * mask also allows.  hi and lo never decrease with i, which is what lets the
@@ -202,67 +219,30 @@ static inline int ac_vis_clear(const ac_vis *v, int64_t i0, int64_t rows, int64_
     return !v->mask && j0 >= ac_vis_lo(v, i0 + rows - 1) && j0 + cols <= ac_vis_hi(v, i0);
 }
 
-/* Set s[r, c] = -inf where tile row r cannot see key j0+c (tiles.c).  Row r
- * is query i0 + r % period: period = rows for a plain Q block; decode stacks
- * the n rows of every query head of a GQA group, period = n. */
-void ac_mask_tile_f32(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, int64_t j0,
-                      int64_t cols, float *s, int64_t lds);
-void ac_mask_tile_f64(const ac_vis *v, int64_t i0, int64_t rows, int64_t period, int64_t j0,
-                      int64_t cols, double *s, int64_t lds);
+/* The status a kernel returns once its parallel region is over: a failed
+ * allocation first, then a stop asked by the interrupt hook. */
+static inline int ac_status_of(int failed, ac_stop *stop) {
+    return failed ? AC_ENOMEM : ac_stopped(stop) ? AC_EINTR : AC_OK;
+}
 
-/* O += P·V for a tile of rows (as in ac_mask_tile) and keys from j0; keys a
- * row cannot see never reach it, even when their values are inf or NaN. */
-void ac_pv_tile_f32(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
-                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const float *p,
-                    int64_t ldp, const float *v, int64_t ldv, float *o, int64_t ldo,
-                    int v_finite);
-int ac_all_finite_f32(const float *v, int64_t rows, int64_t cols, int64_t ld);
-void ac_pv_tile_f64(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
-                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const double *p,
-                    int64_t ldp, const double *v, int64_t ldv, double *o, int64_t ldo,
-                    int v_finite);
-int ac_all_finite_f64(const double *v, int64_t rows, int64_t cols, int64_t ld);
-void ac_pv_tile_f16(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
-                    int64_t period, int64_t j0, int64_t cols, int64_t dv, const float *p,
-                    int64_t ldp, const uint16_t *v, int64_t ldv, float *o, int64_t ldo,
-                    int v_finite);
-int ac_all_finite_f16(const uint16_t *v, int64_t rows, int64_t cols, int64_t ld);
+/* ---- tile sizes ----------------------------------------------------------
+ * The one place tile sizes are decided (runtime.c).  A caller's block_q /
+ * block_k of 0 means "the tuned default": the ISA table's, with float64
+ * keys per tile halved (a tile holds half the values in the same bytes);
+ * AC_TILES_FLASH also halves both for a narrow window, and both blockwise
+ * uses clamp to n and m.  AC_TILES_TABLE is the fixed tiling of the score
+ * table (scores, naive): the ISA table's, whatever the call asked. */
+typedef enum { AC_TILES_FLASH, AC_TILES_BACKWARD, AC_TILES_TABLE } ac_tiles_use;
+void ac_tile_sizes(const ac_attn_args *a, int real_bytes, ac_tiles_use use, int64_t *bq,
+                   int64_t *bk);
 
-/* The merge of one block of rows: parts c at o[c] + r*o_stride, lse[c] +
- * r*lse_stride (merge.c); out rows ldo apart. */
-void ac_merge_rows_f32(int64_t parts, int64_t rows, int64_t dv, const float *const *o,
-                       int64_t o_stride, const float *const *lse, int64_t lse_stride, float *out,
-                       int64_t ldo, float *lse_out);
-void ac_merge_rows_f64(int64_t parts, int64_t rows, int64_t dv, const double *const *o,
-                       int64_t o_stride, const double *const *lse, int64_t lse_stride,
-                       double *out, int64_t ldo, double *lse_out);
-
-/* The online softmax over a stream of score tiles (tiles.c): start zeroes
- * O (rows, dv) and sets m = -inf, l = 0; update folds in one tile whose row
- * maxima are bmax (P = exp(S - m') in place, the rescale of l and O);
- * finish divides by l and writes lse (0 and -inf for a row that saw nothing). */
-#define AC_ONLINE_DECL(real, suf)                                                          \
-    void ac_online_start_##suf(int64_t rows, real *mi, real *li, real *o, int64_t dv);      \
-    void ac_online_update_##suf(const ac_kernels *K, int64_t rows, int64_t cols, real *s,  \
-                                int64_t lds, const real *bmax, real *mi, real *li, real *o, \
-                                int64_t dv);                                               \
-    void ac_online_finish_##suf(int64_t rows, const real *mi, const real *li, real *o,     \
-                                int64_t dv, real *lse);
-AC_ONLINE_DECL(float, f32)
-AC_ONLINE_DECL(double, f64)
-
-/* Split-KV decode (decode.c): used by ac_flash when a GQA group stacks at
- * most AC_DECODE_MAX_ROWS query rows and there are keys for two chunks. */
+/* Split-KV decode (decode_body.h): used by the blockwise kernel when a GQA
+ * group stacks at most AC_DECODE_MAX_ROWS query rows and there are keys for
+ * two chunks. */
 #define AC_DECODE_MAX_ROWS 32
 #define AC_DECODE_MIN_CHUNK 256
 #define AC_DECODE_TASKS 16 /* tasks a decode step aims for (4 each for 4 threads) */
 int ac_decode_applies(const ac_attn_args *a);
-int ac_decode_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
-                  float *out, float *lse);
-int ac_decode_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
-                  double *out, double *lse);
-int ac_decode_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
-                  float *out, float *lse);
 
 #define AC_NUM_THREADS(nt) ((nt) > 0 ? (nt) : ac_max_threads())
 

@@ -69,7 +69,7 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
 
 /* ---- float32 ---- */
 #define real float
-#define R(x) x##_avx2_f32
+#define FN(x) x##_avx2_f32
 #define VT __m256
 #define VL 8
 #define V_LOADU _mm256_loadu_ps
@@ -100,27 +100,24 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
 #define kvreal float
 #define V_LOADU_KV V_LOADU
 #define KV_TO_REAL(x) (x)
-#define AC_KV_IS_REAL 1
-#include "kern_simd.h"
+#include "kern_simd_ops.h"
+#include "kern_simd_kv.h"
 
 /* ---- float16 K/V, float32 arithmetic: the same vocabulary, loads converted ---- */
-#undef R
+#undef FN
 #undef kvreal
 #undef V_LOADU_KV
 #undef KV_TO_REAL
-#undef AC_KV_IS_REAL
-#define R(x) x##_avx2_f16
+#define FN(x) x##_avx2_f16
 #define kvreal uint16_t
 #define V_LOADU_KV(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define KV_TO_REAL(x) _cvtsh_ss(x)
-#define AC_KV_IS_REAL 0
-#include "kern_simd.h"
+#include "kern_simd_kv.h"
 #undef kvreal
 #undef V_LOADU_KV
 #undef KV_TO_REAL
-#undef AC_KV_IS_REAL
 #undef real
-#undef R
+#undef FN
 #undef VT
 #undef VL
 #undef V_LOADU
@@ -150,7 +147,7 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
 
 /* ---- float64 ---- */
 #define real double
-#define R(x) x##_avx2_f64
+#define FN(x) x##_avx2_f64
 #define VT __m256d
 #define VL 4
 #define V_LOADU _mm256_loadu_pd
@@ -180,8 +177,8 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
 #define kvreal double
 #define V_LOADU_KV V_LOADU
 #define KV_TO_REAL(x) (x)
-#define AC_KV_IS_REAL 1
-#include "kern_simd.h"
+#include "kern_simd_ops.h"
+#include "kern_simd_kv.h"
 
 const ac_kernels ac_kernels_avx2 = {
     .name = "avx2",
@@ -193,7 +190,11 @@ const ac_kernels ac_kernels_avx2 = {
     .block_q = 128,
     .block_k = 128,
     .kt_pad = QK_C * 8,
-    AC_KERNEL_ENTRIES(avx2),
+    .f32 = {.qk = qk_avx2_f32, .rowmax = rowmax_avx2_f32, .expsum = expsum_avx2_f32},
+    .f64 = {.qk = qk_avx2_f64, .rowmax = rowmax_avx2_f64, .expsum = expsum_avx2_f64},
+    .kv_f32 = {.pack = pack_avx2_f32, .qkd = qkd_avx2_f32, .pv = pv_avx2_f32},
+    .kv_f64 = {.pack = pack_avx2_f64, .qkd = qkd_avx2_f64, .pv = pv_avx2_f64},
+    .kv_f16 = {.pack = pack_avx2_f16, .qkd = qkd_avx2_f16, .pv = pv_avx2_f16},
     .fma_probe = fma_probe_avx2_f32, .read_probe = read_probe_avx2_f32,
 };
 #pragma GCC pop_options

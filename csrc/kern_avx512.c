@@ -24,7 +24,7 @@
 
 /* ---- float32 ---- */
 #define real float
-#define R(x) x##_avx512_f32
+#define FN(x) x##_avx512_f32
 #define VT __m512
 #define VL 16
 #define V_LOADU _mm512_loadu_ps
@@ -58,27 +58,24 @@
 #define kvreal float
 #define V_LOADU_KV V_LOADU
 #define KV_TO_REAL(x) (x)
-#define AC_KV_IS_REAL 1
-#include "kern_simd.h"
+#include "kern_simd_ops.h"
+#include "kern_simd_kv.h"
 
 /* ---- float16 K/V, float32 arithmetic: the same vocabulary, loads converted ---- */
-#undef R
+#undef FN
 #undef kvreal
 #undef V_LOADU_KV
 #undef KV_TO_REAL
-#undef AC_KV_IS_REAL
-#define R(x) x##_avx512_f16
+#define FN(x) x##_avx512_f16
 #define kvreal uint16_t
 #define V_LOADU_KV(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define KV_TO_REAL(x) _cvtsh_ss(x)
-#define AC_KV_IS_REAL 0
-#include "kern_simd.h"
+#include "kern_simd_kv.h"
 #undef kvreal
 #undef V_LOADU_KV
 #undef KV_TO_REAL
-#undef AC_KV_IS_REAL
 #undef real
-#undef R
+#undef FN
 #undef VT
 #undef VL
 #undef V_LOADU
@@ -109,7 +106,7 @@
 #define VN_T __mmask8
 #define VN_INIT ((__mmask8)0)
 #define real double
-#define R(x) x##_avx512_f64
+#define FN(x) x##_avx512_f64
 #define VT __m512d
 #define VL 8
 #define V_LOADU _mm512_loadu_pd
@@ -140,8 +137,8 @@
 #define kvreal double
 #define V_LOADU_KV V_LOADU
 #define KV_TO_REAL(x) (x)
-#define AC_KV_IS_REAL 1
-#include "kern_simd.h"
+#include "kern_simd_ops.h"
+#include "kern_simd_kv.h"
 
 const ac_kernels ac_kernels_avx512 = {
     .name = "avx512",
@@ -153,7 +150,11 @@ const ac_kernels ac_kernels_avx512 = {
     .block_q = 128,
     .block_k = 128,
     .kt_pad = QK_C * 16,
-    AC_KERNEL_ENTRIES(avx512),
+    .f32 = {.qk = qk_avx512_f32, .rowmax = rowmax_avx512_f32, .expsum = expsum_avx512_f32},
+    .f64 = {.qk = qk_avx512_f64, .rowmax = rowmax_avx512_f64, .expsum = expsum_avx512_f64},
+    .kv_f32 = {.pack = pack_avx512_f32, .qkd = qkd_avx512_f32, .pv = pv_avx512_f32},
+    .kv_f64 = {.pack = pack_avx512_f64, .qkd = qkd_avx512_f64, .pv = pv_avx512_f64},
+    .kv_f16 = {.pack = pack_avx512_f16, .qkd = qkd_avx512_f16, .pv = pv_avx512_f16},
     .fma_probe = fma_probe_avx512_f32, .read_probe = read_probe_avx512_f32,
 };
 #pragma GCC pop_options

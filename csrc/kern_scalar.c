@@ -4,12 +4,52 @@
  * measured and tested against.  Loop order keeps the innermost loop over a
  * contiguous axis (d for Q·Kᵀ, dv for P·V) so a compiler can vectorise it
  * with the baseline instruction set.
+ *
+ * Defines the table ac_kernels_scalar and, static, from the bodies:
+ *   pack_scalar_f32, qkd_scalar_f32, pv_scalar_f32      kern_scalar_kv.h
+ *   pack_scalar_f64, qkd_scalar_f64, pv_scalar_f64      kern_scalar_kv.h
+ *   pack_scalar_f16, qkd_scalar_f16, pv_scalar_f16      kern_scalar_kv.h (float16 K/V)
+ *   qk_scalar_f32, rowmax_scalar_f32, expsum_scalar_f32  kern_scalar_ops.h
+ *   qk_scalar_f64, rowmax_scalar_f64, expsum_scalar_f64  kern_scalar_ops.h
  */
-#ifndef AC_TEMPLATE
-#define AC_TEMPLATE "kern_scalar.c"
+#include <tgmath.h>
+
 #include "internal.h"
-#define AC_TEMPLATE_F16
-#include "template.h"
+
+/* ---- float32 ---- */
+#define real float
+#define kvreal float
+#define KV_TO_REAL(x) (x)
+#define FN(x) x##_scalar_f32
+#include "kern_scalar_kv.h"
+#include "kern_scalar_ops.h"
+#undef real
+#undef kvreal
+#undef KV_TO_REAL
+#undef FN
+
+/* ---- float64 ---- */
+#define real double
+#define kvreal double
+#define KV_TO_REAL(x) (x)
+#define FN(x) x##_scalar_f64
+#include "kern_scalar_kv.h"
+#include "kern_scalar_ops.h"
+#undef real
+#undef kvreal
+#undef KV_TO_REAL
+#undef FN
+
+/* ---- float16 K/V, float32 arithmetic: the loaders only ---- */
+#define real float
+#define kvreal uint16_t
+#define KV_TO_REAL(x) ac_half_to_float(x)
+#define FN(x) x##_scalar_f16
+#include "kern_scalar_kv.h"
+#undef real
+#undef kvreal
+#undef KV_TO_REAL
+#undef FN
 
 /* The probes in plain C: eight chains / accumulators, which is what a
  * compiler without vector instructions can keep in flight.  Multiply and
@@ -40,81 +80,11 @@ const ac_kernels ac_kernels_scalar = {
     .block_q = 64,
     .block_k = 64,
     .kt_pad = 1,
-    AC_KERNEL_ENTRIES(scalar),
-    .fma_probe = fma_probe_scalar, .read_probe = read_probe_scalar,
+    .f32 = {.qk = qk_scalar_f32, .rowmax = rowmax_scalar_f32, .expsum = expsum_scalar_f32},
+    .f64 = {.qk = qk_scalar_f64, .rowmax = rowmax_scalar_f64, .expsum = expsum_scalar_f64},
+    .kv_f32 = {.pack = pack_scalar_f32, .qkd = qkd_scalar_f32, .pv = pv_scalar_f32},
+    .kv_f64 = {.pack = pack_scalar_f64, .qkd = qkd_scalar_f64, .pv = pv_scalar_f64},
+    .kv_f16 = {.pack = pack_scalar_f16, .qkd = qkd_scalar_f16, .pv = pv_scalar_f16},
+    .fma_probe = fma_probe_scalar,
+    .read_probe = read_probe_scalar,
 };
-
-#else /* typed body */
-
-/* The scalar kernels read K as it is: packing makes the rows dense (bk, d)
- * (and, for a float16 cache, float32). */
-static void R(pack_scalar)(int64_t bk, int64_t d, const kvreal *k, int64_t ldk, real *kp) {
-    for (int64_t c = 0; c < bk; c++)
-        for (int64_t t = 0; t < d; t++) kp[c * d + t] = KV_TO_REAL(k[c * ldk + t]);
-}
-
-static void R(qkd_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                          const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds) {
-    for (int64_t r = 0; r < bq; r++) {
-        const real *qr = q + r * ldq; /* (d) */
-        real *sr = s + r * lds;       /* (bk) */
-        for (int64_t c = 0; c < bk; c++) {
-            const kvreal *kc = k + c * ldk; /* (d) */
-            real acc = 0;
-            for (int64_t t = 0; t < d; t++) acc += qr[t] * KV_TO_REAL(kc[t]);
-            sr[c] = acc * scale;
-        }
-    }
-}
-
-static void R(pv_scalar)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
-                         const kvreal *v, int64_t ldv, real *o, int64_t ldo) {
-    for (int64_t r = 0; r < bq; r++) {
-        const real *pr = p + r * ldp; /* (bk) */
-        real *orow = o + r * ldo;     /* (dv) */
-        for (int64_t j = 0; j < bk; j++) {
-            const real w = pr[j];
-            const kvreal *vj = v + j * ldv; /* (dv) */
-            for (int64_t c = 0; c < dv; c++) orow[c] += w * KV_TO_REAL(vj[c]);
-        }
-    }
-}
-
-#if AC_KV_IS_REAL /* the kernels on reals alone */
-static real R(rowmax_scalar)(const real *x, int64_t n);
-
-static void R(qk_scalar)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                         const real *k, int64_t pbk, real scale, real *s, int64_t lds,
-                         real *rmax) {
-    (void)pbk; /* packed rows are d values apart whatever the block's size */
-    R(qkd_scalar)(bq, bk, d, q, ldq, k, d, scale, s, lds);
-    if (rmax)
-        for (int64_t r = 0; r < bq; r++) {
-            real mx = R(rowmax_scalar)(s + r * lds, bk);
-            if (mx > rmax[r] || mx != mx) rmax[r] = mx;
-        }
-}
-
-
-static real R(rowmax_scalar)(const real *x, int64_t n) {
-    real mx = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-        /* NaN wins and stays: a NaN score must poison its row, not vanish. */
-        if (x[i] > mx || x[i] != x[i]) mx = x[i];
-        if (mx != mx) break;
-    }
-    return mx;
-}
-
-static real R(expsum_scalar)(real *x, int64_t n, real shift) {
-    real sum = 0;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = R_EXP(x[i] - shift);
-        sum += x[i];
-    }
-    return sum;
-}
-
-#endif /* AC_KV_IS_REAL */
-
-#endif

@@ -1,4 +1,5 @@
-/* runtime.c — choosing the micro-kernels, counting workspace, checking args. */
+/* runtime.c — choosing the micro-kernels, tile sizes and the decode path,
+ * counting workspace, checking args, polling for interrupts. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@ static const ac_kernels *const ac_all_kernels[] = {&ac_kernels_avx512, &ac_kerne
 
 static int cpu_supports(const ac_kernels *k) {
     if (strcmp(k->name, "scalar") == 0) return 1;
-    if (!k->qk_f32) return 0; /* not compiled for this target */
+    if (!k->f32.qk) return 0; /* not compiled for this target */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
     if (strcmp(k->name, "avx2") == 0)
@@ -64,13 +65,56 @@ int ac_set_isa(const char *name) {
     return AC_OK;
 }
 
-void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k) {
+/* The tuned default tiles of the active ISA for an element of real_bytes. */
+static void default_tiles(int real_bytes, int64_t *block_q, int64_t *block_k) {
     const ac_kernels *k = ac_kernels_active();
     /* The tables are tuned for float32; float64 tiles hold half the values
      * in the same bytes of cache. */
-    int64_t f = dtype_bytes > 4 ? 2 : 1;
-    if (block_q) *block_q = k->block_q;
-    if (block_k) *block_k = k->block_k / f > 8 ? k->block_k / f : 8;
+    int64_t f = real_bytes > 4 ? 2 : 1;
+    *block_q = k->block_q;
+    *block_k = k->block_k / f > 8 ? k->block_k / f : 8;
+}
+
+void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k) {
+    int64_t bq, bk;
+    default_tiles(dtype_bytes, &bq, &bk);
+    if (block_q) *block_q = bq;
+    if (block_k) *block_k = bk;
+}
+
+void ac_tile_sizes(const ac_attn_args *a, int real_bytes, ac_tiles_use use, int64_t *bq,
+                   int64_t *bk) {
+    if (use == AC_TILES_TABLE) { /* the score table's fixed tiling */
+        const ac_kernels *k = ac_kernels_active();
+        *bq = k->block_q;
+        *bk = k->block_k;
+        return;
+    }
+    *bq = a->block_q;
+    *bk = a->block_k;
+    if (*bq == 0 || *bk == 0) {
+        int64_t dq, dk;
+        default_tiles(real_bytes, &dq, &dk);
+        /* A narrow window: half-size tiles waste fewer cells outside the band
+         * (measured at w=256, n=16384: 8% faster than the default tiles). */
+        if (use == AC_TILES_FLASH && a->window > 0 && a->window <= 2 * dk) {
+            dq = dq / 2 > 8 ? dq / 2 : 8;
+            dk = dk / 2 > 8 ? dk / 2 : 8;
+        }
+        if (*bq == 0) *bq = dq;
+        if (*bk == 0) *bk = dk;
+    }
+    if (*bq > a->n) *bq = a->n;
+    if (*bk > a->m) *bk = a->m > 0 ? a->m : 1;
+}
+
+int ac_decode_applies(const ac_attn_args *a) {
+    const int64_t g = a->kv_heads ? a->heads / a->kv_heads : 1;
+    if (a->split_kv == 0) return 0;
+    /* a head-dependent mask would differ between the rows a task stacks */
+    if (a->mask && a->mask_stride[1] != 0 && g > 1) return 0;
+    if (a->split_kv > 0) return 1;
+    return g * a->n <= AC_DECODE_MAX_ROWS && a->m >= 2 * AC_DECODE_MIN_CHUNK;
 }
 
 int ac_openmp(void) {

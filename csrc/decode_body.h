@@ -1,4 +1,6 @@
-/* decode.c — split-KV attention for a few query rows (flash-decoding).
+/* decode_body.h — split-KV attention for a few query rows (flash-decoding).
+ * Instantiated by float32.c, float64.c and float16.c as the static decode(),
+ * which the blockwise kernel (flash_body.h) calls when ac_decode_applies.
  *
  * A decode step has one (or a few) new query rows against a long KV cache:
  * the work is reading K and V, about 2·d FLOPs per value read, so it is
@@ -10,37 +12,28 @@
  *           and streams its chunk of K and V once for all of them — each
  *           byte of the cache is read once, not H/H_kv times — keeping the
  *           online softmax (m, l, O) per row, then (O_partial, lse_partial).
- *   pass 2: merge the chunks of each row with the log-sum-exp rule (merge.c).
+ *   pass 2: merge the chunks of each row with the log-sum-exp rule (merge_rows).
  *
  * K rows are read as they lie (qkd: no packing, which would cost a second
  * pass over the cache).  Memory: the partials, chunks · g·n · (dv + 1).
+ *
+ * Needs tiles_body.h included before it.
  */
-#ifndef AC_TEMPLATE
-#define AC_TEMPLATE "decode.c"
-#include <string.h>
 
-#include "internal.h"
+/* One thread's scratch. */
+typedef struct {
+    real *q;    /* (rows, dk) the group's query rows, stacked */
+    real *s;    /* (rows, bk) score tile */
+    real *mi;   /* (rows) running max */
+    real *li;   /* (rows) running sum */
+    real *bmax; /* (rows) this tile's row maxima */
+} decode_scratch;
 
-int ac_decode_applies(const ac_attn_args *a) {
-    const int64_t g = a->kv_heads ? a->heads / a->kv_heads : 1;
-    if (a->split_kv == 0) return 0;
-    /* a head-dependent mask would differ between the rows a task stacks */
-    if (a->mask && a->mask_stride[1] != 0 && g > 1) return 0;
-    if (a->split_kv > 0) return 1;
-    return g * a->n <= AC_DECODE_MAX_ROWS && a->m >= 2 * AC_DECODE_MIN_CHUNK;
-}
-
-#define AC_TEMPLATE_F16
-#include "template.h"
-#else
-
-int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
-                 real *out, real *lse) {
+static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
+                  real *out, real *lse) {
     const ac_kernels *K = ac_kernels_active();
     const int64_t B = a->batch, H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m;
     const int64_t dk = a->dk, dv = a->dv, g = H / Hkv, rows = g * n;
-    const int nt = AC_NUM_THREADS(a->num_threads);
-    (void)nt; /* the team size only: the split below never depends on it */
     const real scale = (real)a->scale;
     /* chunks: enough tasks to keep AC_DECODE_TASKS threads' worth busy, none
      * shorter than AC_DECODE_MIN_CHUNK keys, at most AC_MERGE_MAX_PARTS.  The
@@ -68,49 +61,49 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     ac_stop stop;
     ac_stop_init(&stop, a);
 
-    #pragma omp parallel num_threads(nt)
+    #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        real *qg = ac_ws_alloc(scratch, sizeof(real)); /* (rows, dk), then S, m, l, bmax */
-        if (!qg) {
+        real *ws = ac_ws_alloc(scratch, sizeof(real));
+        if (!ws) {
             #pragma omp atomic write
             failed = 1;
         }
+        decode_scratch w = {ws, ws + rows * dk, ws + rows * (dk + bk), ws + rows * (dk + bk + 1),
+                            ws + rows * (dk + bk + 2)};
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntasks; t++) {
-            if (!qg || ac_stop_poll(&stop)) continue;
+            if (!ws || ac_stop_poll(&stop)) continue;
             const int64_t b = t / (Hkv * nch), hk = t / nch % Hkv, c = t % nch;
-            real *s = qg + rows * dk, *mi = s + rows * bk, *li = mi + rows, *bmax = li + rows;
             real *o = part + t * rows * dv, *l_out = part_lse + t * rows;
             ac_vis vis;
             ac_vis_init(&vis, a, b, hk * g); /* every head of the group sees alike */
             /* the group's query rows, stacked: row r = (head hk·g + r / n, query r % n) */
             for (int64_t r = 0; r < rows; r++)
-                memcpy(qg + r * dk,
-                       q + b * a->q_stride[0] + (hk * g + r / n) * a->q_stride[1] +
-                           (r % n) * a->q_stride[2],
+                memcpy(w.q + r * dk,
+                       q_head(q, a->q_stride, b, hk * g + r / n) + (r % n) * a->q_stride[2],
                        (size_t)dk * sizeof(real));
-            const kvreal *kh = k + b * a->k_stride[0] + hk * a->k_stride[1];
-            const kvreal *vh = v + b * a->v_stride[0] + hk * a->v_stride[1];
+            const kvreal *kh = kv_head(k, a->k_stride, b, hk);
+            const kvreal *vh = kv_head(v, a->v_stride, b, hk);
             /* this chunk's keys, cut to the band any of the rows sees */
             int64_t j_begin = c * chunk, j_end = j_begin + chunk < m ? j_begin + chunk : m;
             if (j_begin < ac_vis_lo(&vis, 0)) j_begin = ac_vis_lo(&vis, 0);
             if (j_end > ac_vis_hi(&vis, n - 1)) j_end = ac_vis_hi(&vis, n - 1);
-            RR(ac_online_start)(rows, mi, li, o, dv);
+            online_start(rows, w.mi, w.li, o, dv);
             for (int64_t j0 = j_begin; j0 < j_end; j0 += bk) {
-                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash.c */
+                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash_body.h */
                 const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
-                K->R(qkd)(rows, cols, dk, qg, dk, kh + j0 * a->k_stride[2], a->k_stride[2], scale,
-                          s, bk);
+                K->KV_OPS.qkd(rows, cols, dk, w.q, dk, kh + j0 * a->k_stride[2], a->k_stride[2],
+                              scale, w.s, bk);
                 if (!ac_vis_clear(&vis, 0, n, j0, cols))
-                    RR(ac_mask_tile)(&vis, 0, rows, n, j0, cols, s, bk);
-                for (int64_t r = 0; r < rows; r++) bmax[r] = K->RR(rowmax)(s + r * bk, cols);
-                RR(ac_online_update)(K, rows, cols, s, bk, bmax, mi, li, o, dv);
-                R(ac_pv_tile)(K, &vis, 0, rows, n, j0, cols, dv, s, bk, vh + j0 * a->v_stride[2],
-                              a->v_stride[2], o, dv, -1);
+                    mask_tile(&vis, 0, rows, n, j0, cols, w.s, bk);
+                for (int64_t r = 0; r < rows; r++) w.bmax[r] = K->OPS.rowmax(w.s + r * bk, cols);
+                online_update(K, rows, cols, w.s, bk, w.bmax, w.mi, w.li, o, dv);
+                pv_tile(K, &vis, 0, rows, n, j0, cols, dv, w.s, bk, vh + j0 * a->v_stride[2],
+                        a->v_stride[2], o, dv, -1);
             }
-            RR(ac_online_finish)(rows, mi, li, o, dv, l_out);
+            online_finish(rows, w.mi, w.li, o, dv, l_out);
         }
-        ac_ws_free(qg, scratch, sizeof(real));
+        ac_ws_free(ws, scratch, sizeof(real));
 
         /* pass 2: the chunks of each (batch, kv head) merged into its rows,
          * which are contiguous in out: heads hk·g … hk·g+g-1, n rows each */
@@ -123,12 +116,9 @@ int R(ac_decode)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
                 lp[c] = part_lse + (bh * nch + c) * rows;
             }
             const int64_t b = bh / Hkv, hk = bh % Hkv, row0 = (b * H + hk * g) * n;
-            RR(ac_merge_rows)(nch, rows, dv, op, dv, lp, 1, out + row0 * dv, dv,
-                             lse ? lse + row0 : NULL);
+            merge_rows(nch, rows, dv, op, dv, lp, 1, out + row0 * dv, dv, lse ? lse + row0 : NULL);
         }
     }
     ac_ws_free(part, npart > 0 ? npart : 1, sizeof(real));
-    return failed ? AC_ENOMEM : ac_stopped(&stop) ? AC_EINTR : AC_OK;
+    return ac_status_of(failed, &stop);
 }
-
-#endif

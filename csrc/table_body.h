@@ -1,4 +1,8 @@
-/* scores.c — the score table and materialised ("naive") attention.
+/* table_body.h — the score table and materialised ("naive") attention on the
+ * tiled micro-kernels.  Instantiated by float32.c (ac_scores_f32,
+ * ac_naive_f32), float64.c (ac_scores_f64, ac_naive_f64) and float16.c
+ * (ac_scores_f16, ac_naive_f16).  naive.c holds the same algorithm as plain
+ * loops, to read first; this is the fast one that method="naive" runs.
  *
  * Naive attention does what the formula says, one pass at a time, and keeps
  * the whole n×m table in memory between passes:
@@ -11,31 +15,26 @@
  * Its memory is O(n·m) per head — the n² that the blockwise kernel removes.
  * Heads run one after another; all threads share the rows of one table, so
  * the peak is one table however many heads there are.
+ *
+ * Needs tiles_body.h included before it.
  */
-#ifndef AC_TEMPLATE
-#define AC_TEMPLATE "scores.c"
-#include <string.h>
-
-#include "internal.h"
-#define AC_TEMPLATE_F16
-#include "template.h"
-#else
 
 /* Passes 1 and 2 for one head into s (n, m), inside a parallel region: the
  * team packs the head's K blocks into kp (one block every psize values), then
  * splits the rows. */
-static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
-                           const real *qh, const kvreal *kh, real *s, real *kp, int64_t psize,
-                           ac_stop *stop) {
-    const int64_t n = a->n, m = a->m, bq = K->block_q, bk = K->block_k;
+static void score_table(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
+                        const real *qh, const kvreal *kh, real *s, real *kp, int64_t psize,
+                        ac_stop *stop) {
+    const int64_t n = a->n, m = a->m;
+    int64_t bq, bk;
+    ac_tile_sizes(a, (int)sizeof(real), AC_TILES_TABLE, &bq, &bk);
     const int64_t ldq = a->q_stride[2], ldk = a->k_stride[2];
     const real scale = (real)a->scale;
     const int64_t nqb = (n + bq - 1) / bq, nkb = (m + bk - 1) / bk;
     #pragma omp for schedule(static)
     for (int64_t kb = 0; kb < nkb; kb++) {
-        const int64_t j0 = kb * bk;
         if (ac_stopped(stop)) continue;
-        K->R(pack)(m - j0 < bk ? m - j0 : bk, a->dk, kh + j0 * ldk, ldk, kp + kb * psize);
+        pack_block(K, kh, ldk, m, a->dk, bk, kb, kp + kb * psize);
     }
     #pragma omp for schedule(static)
     for (int64_t qb = 0; qb < nqb; qb++) {
@@ -43,28 +42,30 @@ static void R(score_table)(const ac_kernels *K, const ac_attn_args *a, const ac_
         if (ac_stop_poll(stop)) continue;
         for (int64_t kb = 0; kb < nkb; kb++) {
             const int64_t j0 = kb * bk, cols = m - j0 < bk ? m - j0 : bk;
-            K->RR(qk)(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
-                     s + i0 * m + j0, m, NULL);
+            K->OPS.qk(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
+                      s + i0 * m + j0, m, NULL);
         }
-        if (!ac_vis_clear(vis, i0, rows, 0, m)) RR(ac_mask_tile)(vis, i0, rows, rows, 0, m, s + i0 * m, m);
+        if (!ac_vis_clear(vis, i0, rows, 0, m))
+            mask_tile(vis, i0, rows, rows, 0, m, s + i0 * m, m);
     }
 }
 
 /* Room for one head's packed K blocks; -1 (refused by ac_ws_alloc) when
  * the count would overflow. */
-static int64_t R(pack_size)(const ac_kernels *K, const ac_attn_args *a, int64_t *psize) {
-    int64_t total;
-    *psize = ac_kpack_size(K, K->block_k, a->dk);
-    return ac_mul((a->m + K->block_k - 1) / K->block_k, *psize, &total) ? total : -1;
+static int64_t pack_size(const ac_kernels *K, const ac_attn_args *a, int64_t *psize) {
+    int64_t total, bq, bk;
+    ac_tile_sizes(a, (int)sizeof(real), AC_TILES_TABLE, &bq, &bk);
+    *psize = ac_kpack_size(K, bk, a->dk);
+    return ac_mul((a->m + bk - 1) / bk, *psize, &total) ? total : -1;
 }
 
-int R(ac_scores)(const ac_attn_args *a, const real *q, const kvreal *k, real *s) {
+int FN(ac_scores)(const ac_attn_args *a, const real *q, const kvreal *k, real *s) {
     int rc = ac_check_attn(a, q, k, NULL, s, 0);
     if (rc != AC_OK) return rc;
     if (a->n == 0 || a->m == 0 || a->batch * a->heads == 0) return AC_OK;
     const ac_kernels *K = ac_kernels_active();
     const int64_t group = a->heads / a->kv_heads, nm = a->n * a->m;
-    int64_t psize, npack = R(pack_size)(K, a, &psize);
+    int64_t psize, npack = pack_size(K, a, &psize);
     real *kp = ac_ws_alloc(npack, sizeof(real));
     if (!kp) return AC_ENOMEM;
     ac_stop stop;
@@ -74,16 +75,16 @@ int R(ac_scores)(const ac_attn_args *a, const real *q, const kvreal *k, real *s)
         for (int64_t h = 0; h < a->heads; h++) {
             ac_vis vis;
             ac_vis_init(&vis, a, b, h);
-            R(score_table)(K, a, &vis, q + b * a->q_stride[0] + h * a->q_stride[1],
-                           k + b * a->k_stride[0] + (h / group) * a->k_stride[1],
-                           s + (b * a->heads + h) * nm, kp, psize, &stop);
+            score_table(K, a, &vis, q_head(q, a->q_stride, b, h),
+                        kv_head(k, a->k_stride, b, h / group), s + (b * a->heads + h) * nm, kp,
+                        psize, &stop);
         }
     ac_ws_free(kp, npack, sizeof(real));
-    return ac_stopped(&stop) ? AC_EINTR : AC_OK;
+    return ac_status_of(0, &stop);
 }
 
-int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
-                real *out, real *lse, real *weights) {
+int FN(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
+                 real *out, real *lse, real *weights) {
     int rc = ac_check_attn(a, q, k, v, out, 1);
     if (rc != AC_OK) return rc;
     const int64_t n = a->n, m = a->m, dv = a->dv, bh = a->batch * a->heads;
@@ -95,9 +96,11 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
         return AC_OK;
     }
     const ac_kernels *K = ac_kernels_active();
-    const int64_t group = a->heads / a->kv_heads, nm = n * m, bq = K->block_q;
+    const int64_t group = a->heads / a->kv_heads, nm = n * m;
+    int64_t bq, bk;
+    ac_tile_sizes(a, (int)sizeof(real), AC_TILES_TABLE, &bq, &bk);
     const int64_t nqb = (n + bq - 1) / bq;
-    int64_t psize, npack = R(pack_size)(K, a, &psize);
+    int64_t psize, npack = pack_size(K, a, &psize);
     real *kp = ac_ws_alloc(npack, sizeof(real));
     real *table = weights ? NULL : ac_ws_alloc(nm, sizeof(real)); /* (n, m), every head */
     const int64_t nkv = a->batch * a->kv_heads;
@@ -114,26 +117,25 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
     {
     #pragma omp for schedule(static)
     for (int64_t t = 0; t < nkv; t++)
-        vfin[t] = (unsigned char)R(ac_all_finite)(
-            v + t / a->kv_heads * a->v_stride[0] + t % a->kv_heads * a->v_stride[1], m, dv,
-            a->v_stride[2]);
+        vfin[t] = (unsigned char)all_finite(kv_head(v, a->v_stride, t / a->kv_heads,
+                                                    t % a->kv_heads), m, dv, a->v_stride[2]);
     for (int64_t b = 0; b < a->batch; b++) {
         for (int64_t h = 0; h < a->heads; h++) {
             const int64_t hb = b * a->heads + h;
-            const real *qh = q + b * a->q_stride[0] + h * a->q_stride[1];
-            const kvreal *kh = k + b * a->k_stride[0] + (h / group) * a->k_stride[1];
-            const kvreal *vh = v + b * a->v_stride[0] + (h / group) * a->v_stride[1];
+            const real *qh = q_head(q, a->q_stride, b, h);
+            const kvreal *kh = kv_head(k, a->k_stride, b, h / group);
+            const kvreal *vh = kv_head(v, a->v_stride, b, h / group);
             real *s = weights ? weights + hb * nm : table; /* (n, m) */
             real *oh = out + hb * n * dv;                  /* (n, dv) */
             ac_vis vis;
             ac_vis_init(&vis, a, b, h);
             /* passes 1-2: the masked score table */
-            R(score_table)(K, a, &vis, qh, kh, s, kp, psize, &stop);
+            score_table(K, a, &vis, qh, kh, s, kp, psize, &stop);
             /* pass 3: row softmax in place (omp for ends with a barrier) */
             #pragma omp for schedule(static)
             for (int64_t i = 0; i < n; i++) {
                 if (ac_stop_poll(&stop)) continue;
-                real l = RR(ac_softmax_row)(K, s + i * m, m);
+                real l = softmax_row(K, s + i * m, m);
                 if (lse) lse[hb * n + i] = l;
             }
             /* pass 4: O = A·V */
@@ -143,8 +145,8 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
                 const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
                 if (ac_stop_poll(&stop)) continue;
                 memset(oh + i0 * dv, 0, (size_t)(rows * dv) * sizeof(real));
-                R(ac_pv_tile)(K, &vis, i0, rows, rows, 0, m, dv, s + i0 * m, m, vh,
-                              a->v_stride[2], oh + i0 * dv, dv, v_finite);
+                pv_tile(K, &vis, i0, rows, rows, 0, m, dv, s + i0 * m, m, vh, a->v_stride[2],
+                        oh + i0 * dv, dv, v_finite);
             }
         }
     }
@@ -152,7 +154,5 @@ int R(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kvr
     ac_ws_free(kp, npack, sizeof(real));
     ac_ws_free(table, nm, sizeof(real));
     ac_ws_free(vfin, nkv, 1);
-    return ac_stopped(&stop) ? AC_EINTR : AC_OK;
+    return ac_status_of(0, &stop);
 }
-
-#endif

@@ -1,4 +1,6 @@
-/* backward.c — gradients of attention by recomputation, FlashAttention-2 style.
+/* backward_body.h — gradients of attention by recomputation, FlashAttention-2
+ * style.  Instantiated by float32.c (ac_backward_f32) and float64.c
+ * (ac_backward_f64); K and V are of the queries' type here.
  *
  * Given q, k, v, the forward's out and lse, and dout:
  *   D_i  = Σ_c dout_ic · out_ic                       (once per row)
@@ -14,49 +16,51 @@
  * pass with atomic dQ updates — for O(n·d) extra memory (packed K and V,
  * D, per-thread tiles).  Blocks outside the band are skipped in both
  * passes, as in the forward.
+ *
+ * Needs tiles_body.h included before it.
  */
-#ifndef AC_TEMPLATE
-#define AC_TEMPLATE "backward.c"
-#include <string.h>
 
-#include "internal.h"
-#include "template.h"
-#else
-#if AC_KV_IS_REAL
+/* One thread's scratch. */
+typedef struct {
+    real *p;  /* (bq, bk) probabilities P */
+    real *ds; /* (bq, bk) dP, then dS in place */
+    real *tr; /* (bk, bq) Pᵀ or dSᵀ */
+} bwd_scratch;
 
 /* s (rows, bk) = the tile of probabilities P for rows [i0, i0+rows), keys
  * [j0, j0+cols): recomputed scores, masked, exp(S − lse). */
-static void R(bwd_p)(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
-                     const real *qb, const real *kp, int64_t pbk, const real *lse, int64_t i0,
-                     int64_t rows, int64_t j0, int64_t cols, int64_t bk, real *s) {
-    K->R(qk)(rows, cols, a->dk, qb, a->q_stride[2], kp, pbk, (real)a->scale, s, bk, NULL);
-    if (!ac_vis_clear(vis, i0, rows, j0, cols)) R(ac_mask_tile)(vis, i0, rows, rows, j0, cols, s, bk);
+static void bwd_p(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
+                  const real *qb, const real *kp, int64_t pbk, const real *lse, int64_t i0,
+                  int64_t rows, int64_t j0, int64_t cols, int64_t bk, real *s) {
+    K->OPS.qk(rows, cols, a->dk, qb, a->q_stride[2], kp, pbk, (real)a->scale, s, bk, NULL);
+    if (!ac_vis_clear(vis, i0, rows, j0, cols)) mask_tile(vis, i0, rows, rows, j0, cols, s, bk);
     for (int64_t r = 0; r < rows; r++) {
         if (lse[r] == -INFINITY) { /* the row saw nothing: no gradient */
             memset(s + r * bk, 0, (size_t)cols * sizeof(real));
             continue;
         }
-        K->R(expsum)(s + r * bk, cols, lse[r]);
+        K->OPS.expsum(s + r * bk, cols, lse[r]);
     }
 }
 
 /* dp (rows, bk) = dO·Vᵀ, then dS = P ∘ (dP − D) in place of dp. */
-static void R(bwd_ds)(const ac_kernels *K, const ac_attn_args *a, const real *dob,
-                      const real *vp, int64_t pbk, const real *Drow, int64_t rows, int64_t cols,
-                      int64_t bk, const real *p, real *dp) {
-    K->R(qk)(rows, cols, a->dv, dob, a->dv, vp, pbk, 1, dp, bk, NULL);
+static void bwd_ds(const ac_kernels *K, const ac_attn_args *a, const real *dob, const real *vp,
+                   int64_t pbk, const real *Drow, int64_t rows, int64_t cols, int64_t bk,
+                   const real *p, real *dp) {
+    K->OPS.qk(rows, cols, a->dv, dob, a->dv, vp, pbk, 1, dp, bk, NULL);
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) dp[r * bk + c] = p[r * bk + c] * (dp[r * bk + c] - Drow[r]);
+        for (int64_t c = 0; c < cols; c++)
+            dp[r * bk + c] = p[r * bk + c] * (dp[r * bk + c] - Drow[r]);
 }
 
-static void R(transpose)(const real *x, int64_t rows, int64_t cols, int64_t ldx, real *y) {
+static void transpose(const real *x, int64_t rows, int64_t cols, int64_t ldx, real *y) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) y[c * rows + r] = x[r * ldx + c];
 }
 
-int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const real *v,
-                   const real *o, const real *lse, const real *dout, real *dq, real *dk,
-                   real *dv) {
+int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const real *v,
+                    const real *o, const real *lse, const real *dout, real *dq, real *dk,
+                    real *dv) {
     int rc = ac_check_attn(a, q, k, v, o, 1);
     if (rc != AC_OK) return rc;
     const int64_t B = a->batch, H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m;
@@ -68,15 +72,8 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
     if (dq) memset(dq, 0, (size_t)(B * H * n * dkk) * sizeof(real));
     if (n == 0 || m == 0 || B * H == 0) return AC_OK;
     const ac_kernels *K = ac_kernels_active();
-    int64_t bq = a->block_q, bk = a->block_k;
-    if (bq == 0 || bk == 0) {
-        int64_t dq0, dk0;
-        ac_default_blocks((int)sizeof(real), &dq0, &dk0);
-        bq = bq ? bq : dq0;
-        bk = bk ? bk : dk0;
-    }
-    bq = bq > n ? n : bq;
-    bk = bk > m ? m : bk;
+    int64_t bq, bk;
+    ac_tile_sizes(a, (int)sizeof(real), AC_TILES_BACKWARD, &bq, &bk);
     const int64_t g = H / Hkv, nqb = (n + bq - 1) / bq, nkb = (m + bk - 1) / bk;
     const int64_t pk = ac_kpack_size(K, bk, dkk), pv = ac_kpack_size(K, bk, dvv);
     const int64_t npack = B * Hkv * nkb, nD = B * H * n;
@@ -93,32 +90,25 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        #pragma omp for schedule(static)
-        for (int64_t t = 0; t < npack; t++) {
-            const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, j0 = t % nkb * bk;
-            const int64_t cols = m - j0 < bk ? m - j0 : bk;
-            K->R(pack)(cols, dkk, k + b * a->k_stride[0] + hk * a->k_stride[1] + j0 * a->k_stride[2],
-                       a->k_stride[2], kpack + t * pk);
-            K->R(pack)(cols, dvv, v + b * a->v_stride[0] + hk * a->v_stride[1] + j0 * a->v_stride[2],
-                       a->v_stride[2], vpack + t * pv);
-        }
+        pack_all(K, a, k, a->k_stride, dkk, bk, pk, kpack);
+        pack_all(K, a, v, a->v_stride, dvv, bk, pv, vpack);
         #pragma omp for schedule(static)
         for (int64_t r = 0; r < nD; r++) { /* D = rowsum(dO ∘ O) */
             real acc = 0;
             for (int64_t c = 0; c < dvv; c++) acc += dout[r * dvv + c] * o[r * dvv + c];
             D[r] = acc;
         }
-        real *s = ac_ws_alloc(scratch, sizeof(real)); /* P (bq, bk), dS (bq, bk), a transpose */
-        if (!s) {
+        real *ws = ac_ws_alloc(scratch, sizeof(real));
+        if (!ws) {
             #pragma omp atomic write
             failed = 1;
         }
-        real *ds = s ? s + bq * bk : NULL, *tr = s ? s + 2 * bq * bk : NULL;
+        const bwd_scratch w = {ws, ws ? ws + bq * bk : NULL, ws ? ws + 2 * bq * bk : NULL};
 
         /* pass A: dK and dV, one (batch, kv head, K block) a task */
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < npack; t++) {
-            if (!s || ac_stop_poll(&stop)) continue;
+            if (!ws || ac_stop_poll(&stop)) continue;
             const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, kb = t % nkb, j0 = kb * bk;
             const int64_t cols = m - j0 < bk ? m - j0 : bk;
             real *dkb = dk + ((b * Hkv + hk) * m + j0) * dkk; /* (cols, dk) */
@@ -133,15 +123,16 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
                     /* only Q blocks whose band meets this K block */
                     if (ac_vis_hi(&vis, i0 + rows - 1) <= j0 || ac_vis_lo(&vis, i0) >= j0 + cols)
                         continue;
-                    const real *qb_ = q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2];
+                    const real *qb_ = q_head(q, a->q_stride, b, h) + i0 * a->q_stride[2];
                     const real *dob = dout + (hb * n + i0) * dvv;
-                    R(bwd_p)(K, a, &vis, qb_, kpack + t * pk, cols, lse + hb * n + i0, i0, rows, j0,
-                             cols, bk, s);
-                    R(transpose)(s, rows, cols, bk, tr); /* Pᵀ (cols, rows) */
-                    K->R(pv)(cols, rows, dvv, tr, rows, dob, dvv, dvb, dvv);
-                    R(bwd_ds)(K, a, dob, vpack + t * pv, cols, D + hb * n + i0, rows, cols, bk, s, ds);
-                    R(transpose)(ds, rows, cols, bk, tr); /* dSᵀ (cols, rows) */
-                    K->R(pv)(cols, rows, dkk, tr, rows, qb_, a->q_stride[2], dkb, dkk);
+                    bwd_p(K, a, &vis, qb_, kpack + t * pk, cols, lse + hb * n + i0, i0, rows, j0,
+                          cols, bk, w.p);
+                    transpose(w.p, rows, cols, bk, w.tr); /* Pᵀ (cols, rows) */
+                    K->KV_OPS.pv(cols, rows, dvv, w.tr, rows, dob, dvv, dvb, dvv);
+                    bwd_ds(K, a, dob, vpack + t * pv, cols, D + hb * n + i0, rows, cols, bk, w.p,
+                           w.ds);
+                    transpose(w.ds, rows, cols, bk, w.tr); /* dSᵀ (cols, rows) */
+                    K->KV_OPS.pv(cols, rows, dkk, w.tr, rows, qb_, a->q_stride[2], dkb, dkk);
                 }
             }
             for (int64_t x = 0; x < cols * dkk; x++) dkb[x] *= (real)a->scale;
@@ -150,35 +141,35 @@ int R(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const re
         /* pass B: dQ, one (batch, head, Q block) a task */
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < B * H * nqb; t++) {
-            if (!s || ac_stop_poll(&stop)) continue;
+            if (!ws || ac_stop_poll(&stop)) continue;
             const int64_t hb = t / nqb, b = hb / H, h = hb % H, hk = h / g;
             const int64_t i0 = t % nqb * bq, rows = n - i0 < bq ? n - i0 : bq;
             ac_vis vis;
             ac_vis_init(&vis, a, b, h);
-            const real *qb_ = q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2];
+            const real *qb_ = q_head(q, a->q_stride, b, h) + i0 * a->q_stride[2];
             const real *dob = dout + (hb * n + i0) * dvv;
             real *dqb = dq + (hb * n + i0) * dkk; /* (rows, dk) */
-            const int64_t kv_begin = ac_vis_lo(&vis, i0) / bk * bk, kv_end = ac_vis_hi(&vis, i0 + rows - 1);
+            const int64_t kv_begin = ac_vis_lo(&vis, i0) / bk * bk;
+            const int64_t kv_end = ac_vis_hi(&vis, i0 + rows - 1);
             for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
-                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash.c */
-                const int64_t cols = m - j0 < bk ? m - j0 : bk, pt = (b * Hkv + hk) * nkb + j0 / bk;
-                R(bwd_p)(K, a, &vis, qb_, kpack + pt * pk, cols, lse + hb * n + i0, i0, rows, j0,
-                         cols, bk, s);
-                R(bwd_ds)(K, a, dob, vpack + pt * pv, cols, D + hb * n + i0, rows, cols, bk, s, ds);
-                K->R(pv)(rows, cols, dkk, ds, bk,
-                         k + b * a->k_stride[0] + hk * a->k_stride[1] + j0 * a->k_stride[2],
-                         a->k_stride[2], dqb, dkk);
+                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash_body.h */
+                const int64_t cols = m - j0 < bk ? m - j0 : bk;
+                const int64_t pt = (b * Hkv + hk) * nkb + j0 / bk;
+                bwd_p(K, a, &vis, qb_, kpack + pt * pk, cols, lse + hb * n + i0, i0, rows, j0,
+                      cols, bk, w.p);
+                bwd_ds(K, a, dob, vpack + pt * pv, cols, D + hb * n + i0, rows, cols, bk, w.p,
+                       w.ds);
+                K->KV_OPS.pv(rows, cols, dkk, w.ds, bk,
+                             kv_head(k, a->k_stride, b, hk) + j0 * a->k_stride[2], a->k_stride[2],
+                             dqb, dkk);
             }
             for (int64_t x = 0; x < rows * dkk; x++) dqb[x] *= (real)a->scale;
         }
-        ac_ws_free(s, scratch, sizeof(real));
+        ac_ws_free(ws, scratch, sizeof(real));
     }
 done:
     ac_ws_free(kpack, nkp, sizeof(real));
     ac_ws_free(vpack, nvp, sizeof(real));
     ac_ws_free(D, nD, sizeof(real));
-    return failed ? AC_ENOMEM : ac_stopped(&stop) ? AC_EINTR : AC_OK;
+    return ac_status_of(failed, &stop);
 }
-
-#endif /* AC_KV_IS_REAL */
-#endif

@@ -1,27 +1,24 @@
-/* linear.c — kernelised ("linear") attention: softmax(q·k) replaced by a
- * feature map φ with φ(q)·φ(k) >= 0, here φ(x) = elu(x) + 1.
+/* linear_body.h — kernelised ("linear") attention: softmax(q·k) replaced by
+ * a feature map φ with φ(q)·φ(k) >= 0, here φ(x) = elu(x) + 1.
+ * Instantiated by float32.c (ac_linear_f32) and float64.c (ac_linear_f64).
  *
  *   out_i = φ(q_i)ᵀ S / (φ(q_i) · z),   S = Σ_j φ(k_j) v_jᵀ  (d, dv),   z = Σ_j φ(k_j)  (d)
  *
  * The sums over keys are done once, so the cost is O(n·d·dv) time and the
  * state O(d·dv) — no n×m table at all.  Causal: S and z become running
  * prefix sums, row i seeing keys j <= i + (m - n) (bottom-right, as in
- * attention).  A row that sees no key gives 0.
+ * attention; the same visibility helpers).  A row that sees no key gives 0.
+ *
+ * Needs tiles_body.h included before it.
  */
-#ifndef AC_TEMPLATE
-#define AC_TEMPLATE "linear.c"
-#include <string.h>
 
-#include "internal.h"
-#include "template.h"
-#else
+static inline real phi(real x) { return x > 0 ? x + 1 : exp(x); } /* elu(x) + 1 */
 
-static inline real R(phi)(real x) { return x > 0 ? x + 1 : R_EXP(x); } /* elu(x) + 1 */
-
-int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real *v, real *out) {
+int FN(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real *v,
+                  real *out) {
     int rc = ac_check_attn(a, q, k, v, out, 1);
     if (rc != AC_OK) return rc;
-    const int64_t n = a->n, m = a->m, d = a->dk, dv = a->dv, H = a->heads;
+    const int64_t n = a->n, d = a->dk, dv = a->dv, H = a->heads;
     if (n == 0 || a->batch * H == 0) return AC_OK;
     const int64_t group = H / a->kv_heads;
     int64_t state;
@@ -40,23 +37,21 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
         for (int64_t t = 0; t < a->batch * H; t++) {
             if (!S || ac_stop_poll(&stop)) continue;
             const int64_t b = t / H, h = t % H, hk = h / group;
-            const real *qh = q + b * a->q_stride[0] + h * a->q_stride[1];
-            const real *kh = k + b * a->k_stride[0] + hk * a->k_stride[1];
-            const real *vh = v + b * a->v_stride[0] + hk * a->v_stride[1];
+            const real *qh = q_head(q, a->q_stride, b, h);
+            const kvreal *kh = kv_head(k, a->k_stride, b, hk);
+            const kvreal *vh = kv_head(v, a->v_stride, b, hk);
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
             real *z = S + d * dv, *fq = z + d, *oh = out + t * n * dv;
             memset(S, 0, (size_t)(d * dv + d) * sizeof(real));
             int64_t seen = 0; /* keys folded into S and z so far */
             for (int64_t i = 0; i < n; i++) {
                 if ((i & 255) == 255 && ac_stop_poll(&stop)) break; /* long heads */
-                int64_t hi = m; /* without the mask every row sees all keys */
-                if (a->causal) {
-                    hi = i + 1 + (m - n);
-                    hi = hi < 0 ? 0 : (hi > m ? m : hi);
-                }
+                const int64_t hi = ac_vis_hi(&vis, i); /* the keys row i sees: [0, hi) */
                 for (; seen < hi; seen++) { /* S += φ(k_j) v_jᵀ, z += φ(k_j) */
                     const real *kj = kh + seen * a->k_stride[2], *vj = vh + seen * a->v_stride[2];
                     for (int64_t x = 0; x < d; x++) {
-                        const real f = R(phi)(kj[x]);
+                        const real f = phi(kj[x]);
                         z[x] += f;
                         for (int64_t c = 0; c < dv; c++) S[x * dv + c] += f * vj[c];
                     }
@@ -64,7 +59,7 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
                 const real *qi = qh + i * a->q_stride[2];
                 real den = 0;
                 for (int64_t x = 0; x < d; x++) {
-                    fq[x] = R(phi)(qi[x]);
+                    fq[x] = phi(qi[x]);
                     den += fq[x] * z[x];
                 }
                 real *oi = oh + i * dv;
@@ -78,7 +73,5 @@ int R(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const real
         }
         ac_ws_free(S, state, sizeof(real));
     }
-    return failed ? AC_ENOMEM : ac_stopped(&stop) ? AC_EINTR : AC_OK;
+    return ac_status_of(failed, &stop);
 }
-
-#endif

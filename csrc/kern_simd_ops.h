@@ -1,0 +1,218 @@
+/* kern_simd_ops.h — the SIMD micro-kernels on reals alone (exp, expsum,
+ * rowmax, Q·Kᵀ on packed K, the probes), written once over a small vector
+ * vocabulary.  An ISA file (kern_avx2.c, kern_avx512.c) defines the
+ * vocabulary for one element type and includes this body once per type,
+ * under that ISA's target pragma; kern_simd_kv.h holds the kernels that load
+ * K and V, included once per K/V storage type.
+ *
+ * The vocabulary:
+ *   real, FN(x)         element type, and the name (x_avx512_f32, ...)
+ *   VT, VL              vector type, lanes
+ *   V_LOADU V_STOREU V_SET1 V_ZERO V_FMA(a,b,c)=a*b+c V_MUL V_ADD V_SUB V_MAX V_MIN
+ *   V_HMAX V_HSUM       horizontal max / sum to a scalar
+ *   VN_T VN_INIT VN_ACC(acc, v) VN_ANY(acc)   "has a NaN been seen" accumulator
+ *   V_ROUND(x)          round to nearest integer (as a real vector)
+ *   V_EXP_FINISH(p, n, x)  p·2^n, then x > EXP_HI -> inf, x < EXP_LO -> 0, NaN -> NaN
+ *   V_EXP_CLAMP(x)      what the reduction sees (a clamp where 2^n is built from bits)
+ *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
+ *   QK_R QK_C PV_R PV_C register tile: rows × vectors of the two products
+ *   kvreal, V_LOADU_KV, KV_TO_REAL   (kern_simd_kv.h) the K/V storage type,
+ *                       and a vector / scalar of it loaded as reals
+ *
+ * Register tiling.  Both products are written as an outer-product loop over
+ * the reduction axis: a tile of R rows × C vectors of accumulators stays in
+ * registers while each step loads C vectors and broadcasts R scalars, so one
+ * load feeds R FMAs.  For Q·Kᵀ the reduction axis d is contiguous in both
+ * operands, so each K block is first packed into Kᵀ (d, bk) — once per call,
+ * by the algorithm, so the bk·d moves are shared by every Q block.  V needs
+ * no packing: P·V already reduces over V's rows.
+ */
+
+/* ---- exp ----------------------------------------------------------------
+ * exp(x) = 2^n · e^r with n = round(x·log2 e) and r = x − n·ln 2 (ln 2 split
+ * in two, Cody–Waite, so r is exact to a few ulp); e^r by its Taylor series on
+ * |r| <= ln2/2, where degree 7 (float) / 13 (double) leaves a truncation error
+ * under 0.1 ulp.  Below EXP_LO = ln(smallest normal) the result is 0, not a
+ * denormal: softmax exponents that small carry no weight, and denormal
+ * arithmetic is what makes such tails slow.  -inf -> 0, NaN -> NaN exactly. */
+#ifndef AC_INV_FACT_DEFINED
+#define AC_INV_FACT_DEFINED
+/* 1/k!, each rounded once, at compile time */
+static const double ac_inv_fact[14] = {
+    1.0,          1.0,           1.0 / 2,         1.0 / 6,          1.0 / 24,
+    1.0 / 120,    1.0 / 720,     1.0 / 5040,      1.0 / 40320,      1.0 / 362880,
+    1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
+#endif
+
+static inline VT FN(vexp)(VT x) {
+    VT xc = V_EXP_CLAMP(x);
+    VT n = V_ROUND(V_MUL(xc, V_SET1(LOG2E)));
+    VT r = V_FMA(n, V_SET1(-LN2_HI), xc);
+    r = V_FMA(n, V_SET1(-LN2_LO), r);
+    /* Horner on the Taylor coefficients, from the top down */
+    VT p = V_SET1((real)ac_inv_fact[EXP_DEG]);
+    for (int k = EXP_DEG - 1; k >= 0; k--) p = V_FMA(p, r, V_SET1((real)ac_inv_fact[k]));
+    return V_EXP_FINISH(p, n, x);
+}
+
+/* x = exp(x - shift), returning the sum: the exponential and the row sum in
+ * one pass.  A partial last vector goes through a full one, so every element
+ * gets the same arithmetic wherever it sits in the row. */
+static real FN(expsum)(real *x, int64_t n, real shift) {
+    const VT vs = V_SET1(shift);
+    VT acc = V_ZERO();
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        VT e = FN(vexp)(V_SUB(V_LOADU(x + i), vs));
+        V_STOREU(x + i, e);
+        acc = V_ADD(acc, e);
+    }
+    real sum = V_HSUM(acc);
+    if (i < n) {
+        real tmp[VL];
+        for (int64_t t = 0; t < VL; t++) tmp[t] = i + t < n ? x[i + t] - shift : -INFINITY;
+        V_STOREU(tmp, FN(vexp)(V_LOADU(tmp)));
+        for (int64_t t = 0; i + t < n; t++) {
+            x[i + t] = tmp[t];
+            sum += tmp[t];
+        }
+    }
+    return sum;
+}
+
+static real FN(rowmax)(const real *x, int64_t n) {
+    VT mx = V_SET1(-INFINITY);
+    VN_T nan = VN_INIT;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        VT v = V_LOADU(x + i);
+        mx = V_MAX(mx, v);
+        nan = VN_ACC(nan, v);
+    }
+    real m = V_HMAX(mx);
+    if (VN_ANY(nan)) return NAN;
+    for (; i < n; i++) {
+        if (x[i] > m || x[i] != x[i]) m = x[i];
+        if (m != m) break;
+    }
+    return m;
+}
+
+/* ---- S = scale · Q·Kᵀ --------------------------------------------------- */
+
+#define QK_W (QK_C * VL) /* keys per register tile */
+
+/* One register tile: `rows` query rows × `nvec` vectors of keys from the
+ * packed Kᵀ panel kt (d, ldkt); `valid` of the nvec·VL columns are real keys
+ * (the rest is zero padding and must not reach s or the row max).  The row
+ * maxima stay vectors (mx, with nan recording any NaN seen) across the tiles
+ * of a row; the horizontal reduction happens once per row and K block. */
+static inline __attribute__((always_inline)) void FN(qk_tile)(
+    int rows, int nvec, int64_t d, const real *q, int64_t ldq, const real *kt, int64_t ldkt,
+    real scale, real *s, int64_t lds, VT *mx, VN_T *nan, real *tail_max, int64_t valid) {
+    VT acc[QK_R][QK_C];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++) acc[i][j] = V_ZERO();
+    for (int64_t t = 0; t < d; t++) {
+        VT kv[QK_C];
+        for (int j = 0; j < nvec; j++) kv[j] = V_LOADU(kt + t * ldkt + j * VL);
+        for (int i = 0; i < rows; i++) {
+            VT qb = V_SET1(q[i * ldq + t]);
+            for (int j = 0; j < nvec; j++) acc[i][j] = V_FMA(qb, kv[j], acc[i][j]);
+        }
+    }
+    const VT vs = V_SET1(scale);
+    for (int i = 0; i < rows; i++) {
+        real *si = s + i * lds;
+        if (valid == (int64_t)nvec * VL) { /* a full tile: store and reduce in registers */
+            for (int j = 0; j < nvec; j++) {
+                VT v = V_MUL(acc[i][j], vs);
+                V_STOREU(si + j * VL, v);
+                mx[i] = V_MAX(mx[i], v);
+                nan[i] = VN_ACC(nan[i], v);
+            }
+        } else { /* the last keys of the block: through a buffer */
+            real tmp[QK_W];
+            for (int j = 0; j < nvec; j++) V_STOREU(tmp + j * VL, V_MUL(acc[i][j], vs));
+            for (int64_t c = 0; c < valid; c++) si[c] = tmp[c];
+            tail_max[i] = FN(rowmax)(tmp, valid);
+        }
+    }
+}
+
+/* All key tiles for `rows` (<= QK_R) query rows, then their row maxima. */
+static inline __attribute__((always_inline)) void FN(qk_rows)(
+    int rows, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt, int64_t ldkt,
+    real scale, real *s, int64_t lds, real *rmax) {
+    VT mx[QK_R];
+    VN_T nan[QK_R];
+    real tail[QK_R];
+    for (int i = 0; i < rows; i++) {
+        mx[i] = V_SET1(-INFINITY);
+        nan[i] = VN_INIT;
+        tail[i] = -INFINITY;
+    }
+    int64_t c0 = 0;
+    for (; c0 + QK_W <= bk; c0 += QK_W)
+        FN(qk_tile)(rows, QK_C, d, q, ldq, kt + c0, ldkt, scale, s + c0, lds, mx, nan, tail,
+                    QK_W);
+    if (c0 < bk) {
+        const int64_t valid = bk - c0;
+        FN(qk_tile)(rows, (int)((valid + VL - 1) / VL), d, q, ldq, kt + c0, ldkt, scale, s + c0,
+                    lds, mx, nan, tail, valid);
+    }
+    if (!rmax) return;
+    for (int i = 0; i < rows; i++) {
+        real m = VN_ANY(nan[i]) ? (real)NAN : V_HMAX(mx[i]);
+        if (tail[i] > m || tail[i] != tail[i]) m = tail[i];
+        if (m > rmax[i] || m != m) rmax[i] = m;
+    }
+}
+
+/* Row tiles outer, key tiles inner: the row maxima stay in registers, and the
+ * (d, bk) Kᵀ block is read from L1/L2 once per row tile. */
+static void FN(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt,
+                  int64_t pbk, real scale, real *s, int64_t lds, real *rmax) {
+    const int64_t ldkt = (pbk + QK_W - 1) / QK_W * QK_W; /* as packed */
+    int64_t r0 = 0;
+    for (; r0 + QK_R <= bq; r0 += QK_R)
+        FN(qk_rows)(QK_R, bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
+                   rmax ? rmax + r0 : NULL);
+    if (r0 < bq)
+        FN(qk_rows)((int)(bq - r0), bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
+                   rmax ? rmax + r0 : NULL);
+}
+
+#undef QK_W
+
+/* ---- the probes (float32 only is wired up) -------------------------------- */
+
+/* FMA throughput: PROBE_CHAINS independent accumulator chains, enough to
+ * cover the FMA latency on every pipe; returns a value so nothing is elided. */
+__attribute__((unused)) static real FN(fma_probe)(int64_t iters, int64_t *flops) {
+    VT acc[PROBE_CHAINS];
+    const VT a = V_SET1((real)0.999999), b = V_SET1((real)1e-7);
+    for (int c = 0; c < PROBE_CHAINS; c++) acc[c] = V_SET1((real)c);
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < PROBE_CHAINS; c++) acc[c] = V_FMA(acc[c], a, b);
+    VT s = V_ZERO();
+    for (int c = 0; c < PROBE_CHAINS; c++) s = V_ADD(s, acc[c]);
+    *flops = iters * PROBE_CHAINS * VL * 2;
+    return V_HSUM(s);
+}
+
+/* Streaming read: a sum over x with four accumulators, so the loads, not
+ * the adds, set the pace. */
+__attribute__((unused)) static real FN(read_probe)(const real *x, int64_t n) {
+    VT s0 = V_ZERO(), s1 = V_ZERO(), s2 = V_ZERO(), s3 = V_ZERO();
+    int64_t i = 0;
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+        s0 = V_ADD(s0, V_LOADU(x + i));
+        s1 = V_ADD(s1, V_LOADU(x + i + VL));
+        s2 = V_ADD(s2, V_LOADU(x + i + 2 * VL));
+        s3 = V_ADD(s3, V_LOADU(x + i + 3 * VL));
+    }
+    real s = V_HSUM(V_ADD(V_ADD(s0, s1), V_ADD(s2, s3)));
+    for (; i < n; i++) s += x[i];
+    return s;
+}

@@ -1,0 +1,210 @@
+/* tiles_body.h — the row and tile steps every algorithm shares: masking a
+ * tile, the masked P·V, the online softmax, the softmax of one row, the
+ * log-sum-exp merge of rows, and K packing.
+ *
+ * Included once by each per-type unit (float32.c, ...) before the algorithm
+ * bodies, so these are static functions of that unit over its `real` (the
+ * arithmetic) and `kvreal` (how K and V are stored), reaching the kernels
+ * as K->OPS and K->KV_OPS.  <tgmath.h> makes exp and log the float or the
+ * double function, whichever `real` is.
+ */
+#include <string.h>
+#include <tgmath.h>
+
+#include "internal.h"
+
+/* The (row, column) plane of head h of batch b. */
+static inline const real *q_head(const real *x, const int64_t stride[3], int64_t b, int64_t h) {
+    return x + b * stride[0] + h * stride[1];
+}
+static inline const kvreal *kv_head(const kvreal *x, const int64_t stride[3], int64_t b,
+                                    int64_t h) {
+    return x + b * stride[0] + h * stride[1];
+}
+
+/* ---- masks ------------------------------------------------------------- */
+
+/* Set s[r, c] = -inf where tile row r cannot see key j0 + c.  Row r is query
+ * i0 + r % period: period = rows for a plain Q block; decode stacks the n
+ * rows of every query head of a GQA group, period = n. */
+static inline void mask_tile(const ac_vis *v, int64_t i0, int64_t rows, int64_t period,
+                             int64_t j0, int64_t cols, real *s, int64_t lds) {
+    for (int64_t r = 0; r < rows; r++) {
+        real *sr = s + r * lds; /* (cols) */
+        const int64_t i = i0 + r % period;
+        int64_t lo = ac_vis_lo(v, i) - j0, hi = ac_vis_hi(v, i) - j0;
+        lo = lo < 0 ? 0 : (lo > cols ? cols : lo);
+        hi = hi < lo ? lo : (hi > cols ? cols : hi);
+        for (int64_t c = 0; c < lo; c++) sr[c] = -INFINITY;
+        for (int64_t c = hi; c < cols; c++) sr[c] = -INFINITY;
+        if (v->mask) {
+            const uint8_t *mr = v->mask + i * v->mask_rs + j0 * v->mask_cs;
+            for (int64_t c = lo; c < hi; c++)
+                if (!mr[c * v->mask_cs]) sr[c] = -INFINITY;
+        }
+    }
+}
+
+/* Is every value of a (rows, cols) block of V finite? */
+static inline int all_finite(const kvreal *v, int64_t rows, int64_t cols, int64_t ld) {
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t c = 0; c < cols; c++)
+            if (!isfinite(KV_TO_REAL(v[j * ld + c]))) return 0;
+    return 1;
+}
+
+/* O += P·V for a tile of rows (as in mask_tile) and keys from j0.
+ *
+ * A masked key has weight exactly 0, and 0 · v is 0 for every finite v, so a
+ * tile whose V is finite goes through the fast kernel whole.  Only when V
+ * holds inf or NaN (0 · inf = NaN) would a masked key leak into a row that
+ * cannot see it: then each row takes only the keys it sees.  v_finite says
+ * what the caller knows of this V tile (1 finite, 0 not, -1: look here);
+ * the blockwise kernel learns it for every block once per call. */
+static inline void pv_tile(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
+                           int64_t period, int64_t j0, int64_t cols, int64_t dv, const real *p,
+                           int64_t ldp, const kvreal *v, int64_t ldv, real *o, int64_t ldo,
+                           int v_finite) {
+    const int64_t span = rows < period ? rows : period;
+    if (ac_vis_clear(vis, i0, span, j0, cols) ||
+        (v_finite < 0 ? all_finite(v, cols, dv, ldv) : v_finite)) {
+        K->KV_OPS.pv(rows, cols, dv, p, ldp, v, ldv, o, ldo);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t i = i0 + r % period;
+        int64_t lo = ac_vis_lo(vis, i) - j0, hi = ac_vis_hi(vis, i) - j0;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > cols ? cols : hi;
+        for (int64_t c = lo; c < hi; c++) {
+            if (vis->mask && !vis->mask[i * vis->mask_rs + (j0 + c) * vis->mask_cs]) continue;
+            K->KV_OPS.pv(1, 1, dv, p + r * ldp + c, ldp, v + c * ldv, ldv, o + r * ldo, ldo);
+        }
+    }
+}
+
+/* ---- the online softmax, shared by the blockwise and decode kernels ----
+ * Per row: m (running max), l (running sum of exp(s - m)) and O (the running,
+ * unnormalised sum of exp(s - m)·v).  start zeroes O and sets m = -inf,
+ * l = 0; update folds in one tile; finish divides by l once. */
+
+static inline void online_start(int64_t rows, real *mi, real *li, real *o, int64_t dv) {
+    memset(o, 0, (size_t)(rows * dv) * sizeof(real));
+    for (int64_t r = 0; r < rows; r++) {
+        mi[r] = -INFINITY;
+        li[r] = 0;
+    }
+}
+
+/* A new score tile s (rows, cols) whose row maxima are bmax: P = exp(S - m')
+ * in place, l = α·l + ΣP, O *= α with α = exp(m - m'), m = m'. */
+static inline void online_update(const ac_kernels *K, int64_t rows, int64_t cols, real *s,
+                                 int64_t lds, const real *bmax, real *mi, real *li, real *o,
+                                 int64_t dv) {
+    for (int64_t r = 0; r < rows; r++) {
+        real *sr = s + r * lds; /* (cols) */
+        real mnew = (bmax[r] > mi[r] || bmax[r] != bmax[r]) ? bmax[r] : mi[r];
+        if (mnew == -INFINITY) { /* nothing visible yet in this row */
+            memset(sr, 0, (size_t)cols * sizeof(real));
+            continue;
+        }
+        real alpha = exp(mi[r] - mnew); /* 0 on the first visible block */
+        li[r] = alpha * li[r] + K->OPS.expsum(sr, cols, mnew);
+        mi[r] = mnew;
+        if (alpha != 1)
+            for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
+    }
+}
+
+/* Normalise once; a row that saw nothing stays 0 with lse = -inf. */
+static inline void online_finish(int64_t rows, const real *mi, const real *li, real *o,
+                                 int64_t dv, real *lse) {
+    for (int64_t r = 0; r < rows; r++) {
+        const int seen = li[r] > 0 || li[r] != li[r];
+        real inv = seen ? 1 / li[r] : 0;
+        for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= inv;
+        if (lse) lse[r] = seen ? mi[r] + log(li[r]) : -INFINITY;
+    }
+}
+
+/* ---- the softmax of one row ----------------------------------------------
+ *   pass 1: mx  = max_j x_j                 (NaN-propagating)
+ *   pass 2: y_j = exp(x_j - mx), l = sum y  (every exponent <= 0: no overflow)
+ *   pass 3: y_j /= l;  lse = mx + log(l)
+ * In place; returns the row's log-sum-exp.  A row of all -inf (nothing
+ * visible) is answered with zeros and lse = -inf instead of 0/0. */
+static inline real softmax_row(const ac_kernels *K, real *y, int64_t n) {
+    real mx = K->OPS.rowmax(y, n);
+    if (mx == -INFINITY) { /* empty or fully masked */
+        for (int64_t j = 0; j < n; j++) y[j] = 0;
+        return -INFINITY;
+    }
+    real l = K->OPS.expsum(y, n, mx);
+    real inv = 1 / l;
+    for (int64_t j = 0; j < n; j++) y[j] *= inv;
+    return mx + log(l);
+}
+
+/* ---- the log-sum-exp merge of partial results ----------------------------
+ * If O_c is attention over a part of the keys and lse_c its log-sum-exp,
+ * attention over all the parts together is
+ *   M = max_c lse_c,  w_c = exp(lse_c - M) (<= 1: no overflow),
+ *   O = Σ_c w_c·O_c / Σ_c w_c,  lse = M + log Σ_c w_c.
+ * Parts c of row r at o[c] + r·o_stride and lse[c] + r·lse_stride; out rows
+ * ldo apart.  A part that saw no key (lse = -inf) carries no weight; if none
+ * did, the row is 0 with lse = -inf. */
+static inline void merge_rows(int64_t parts, int64_t rows, int64_t dv, const real *const *o,
+                              int64_t o_stride, const real *const *lse, int64_t lse_stride,
+                              real *out, int64_t ldo, real *lse_out) {
+    for (int64_t r = 0; r < rows; r++) {
+        real mx = -INFINITY;
+        for (int64_t c = 0; c < parts; c++) {
+            real l = lse[c][r * lse_stride];
+            if (l > mx || l != l) mx = l;
+            if (mx != mx) break;
+        }
+        real *orow = out + r * ldo; /* (dv) */
+        for (int64_t t = 0; t < dv; t++) orow[t] = 0;
+        if (mx == -INFINITY) {
+            if (lse_out) lse_out[r] = -INFINITY;
+            continue;
+        }
+        real total = 0;
+        for (int64_t c = 0; c < parts; c++) {
+            real w = exp(lse[c][r * lse_stride] - mx);
+            if (w == 0 && lse[c][r * lse_stride] == -INFINITY) continue; /* saw nothing */
+            total += w;
+            const real *oc = o[c] + r * o_stride; /* (dv) */
+            for (int64_t t = 0; t < dv; t++) orow[t] += w * oc[t];
+        }
+        real inv = 1 / total;
+        for (int64_t t = 0; t < dv; t++) orow[t] *= inv;
+        if (lse_out) lse_out[r] = mx + log(total);
+    }
+}
+
+/* ---- packing -------------------------------------------------------------
+ * The SIMD kernels read K blocks transposed (Kᵀ, d × keys) so that the
+ * reduction over d streams both operands: each block is packed once per call
+ * and shared by every Q block (and every query head of a GQA group). */
+
+/* Block kb of one kv head x (m rows, ld apart; d values a row): keys
+ * [kb·bk, kb·bk + bk), the last block shorter, into dst. */
+static inline void pack_block(const ac_kernels *K, const kvreal *x, int64_t ld, int64_t m,
+                              int64_t d, int64_t bk, int64_t kb, real *dst) {
+    const int64_t j0 = kb * bk;
+    K->KV_OPS.pack(m - j0 < bk ? m - j0 : bk, d, x + j0 * ld, ld, dst);
+}
+
+/* Inside a parallel region, the team packs every block of every (batch, kv
+ * head) of x (strides as in ac_attn_args): block t = (b·Hkv + hk)·nkb + kb
+ * lands at dst + t·psize. */
+static inline void pack_all(const ac_kernels *K, const ac_attn_args *a, const kvreal *x,
+                            const int64_t stride[3], int64_t d, int64_t bk, int64_t psize,
+                            real *dst) {
+    const int64_t Hkv = a->kv_heads, nkb = (a->m + bk - 1) / bk;
+    #pragma omp for schedule(static)
+    for (int64_t t = 0; t < a->batch * Hkv * nkb; t++)
+        pack_block(K, kv_head(x, stride, t / (Hkv * nkb), t / nkb % Hkv), stride[2], a->m, d, bk,
+                   t % nkb, dst + t * psize);
+}
