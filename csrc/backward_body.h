@@ -58,6 +58,81 @@ static void transpose(const real *x, int64_t rows, int64_t cols, int64_t ldx, re
         for (int64_t c = 0; c < cols; c++) y[c * rows + r] = x[r * ldx + c];
 }
 
+/* What both passes read.  Packed K and V block t = (b·Hkv + hk)·nkb + kb
+ * lie pk and pv values apart. */
+typedef struct {
+    const real *q, *k, *lse, *dout; /* the inputs (out is only in D) */
+    const real *kpack, *vpack;      /* packed K and V blocks */
+    const real *D;                  /* (B, H, n) rowsum(dO ∘ O) */
+    int64_t bq, bk, nqb, nkb, pk, pv;
+} bwd_plan;
+
+/* Pass A, task t: the rows of dK and dV of one (batch, kv head, K block),
+ * summed over every Q block of every query head of its GQA group. */
+static void dkdv_block(const ac_kernels *K, const ac_attn_args *a, const bwd_plan *P, int64_t t,
+                       const bwd_scratch *w, real *dk, real *dv, ac_stop *stop) {
+    const int64_t H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m, g = H / Hkv;
+    const int64_t dkk = a->dk, dvv = a->dv, bq = P->bq, bk = P->bk, nkb = P->nkb;
+    const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, kb = t % nkb, j0 = kb * bk;
+    const int64_t cols = m - j0 < bk ? m - j0 : bk;
+    real *dkb = dk + ((b * Hkv + hk) * m + j0) * dkk; /* (cols, dk) */
+    real *dvb = dv + ((b * Hkv + hk) * m + j0) * dvv; /* (cols, dv) */
+    for (int64_t hg = 0; hg < g; hg++) {
+        const int64_t h = hk * g + hg, hb = b * H + h;
+        ac_vis vis;
+        ac_vis_init(&vis, a, b, h);
+        for (int64_t qb = 0; qb < P->nqb; qb++) {
+            const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
+            if (ac_stop_poll(stop)) break; /* a task spans every Q block */
+            /* only Q blocks whose band meets this K block */
+            if (ac_vis_hi(&vis, i0 + rows - 1) <= j0 || ac_vis_lo(&vis, i0) >= j0 + cols)
+                continue;
+            const real *qb_ = q_head(P->q, a->q_stride, b, h) + i0 * a->q_stride[2];
+            const real *dob = P->dout + (hb * n + i0) * dvv; /* (rows, dv) */
+            bwd_p(K, a, &vis, qb_, P->kpack + t * P->pk, cols, P->lse + hb * n + i0, i0, rows,
+                  j0, cols, bk, w->p);
+            transpose(w->p, rows, cols, bk, w->tr); /* Pᵀ (cols, rows) */
+            K->KV_OPS.pv(cols, rows, dvv, w->tr, rows, dob, dvv, dvb, dvv); /* dV += Pᵀ·dO */
+            bwd_ds(K, a, dob, P->vpack + t * P->pv, cols, P->D + hb * n + i0, rows, cols, bk,
+                   w->p, w->ds);
+            transpose(w->ds, rows, cols, bk, w->tr); /* dSᵀ (cols, rows) */
+            /* dK += dSᵀ·Q (the scale once, at the end) */
+            K->KV_OPS.pv(cols, rows, dkk, w->tr, rows, qb_, a->q_stride[2], dkb, dkk);
+        }
+    }
+    for (int64_t x = 0; x < cols * dkk; x++) dkb[x] *= (real)a->scale;
+}
+
+/* Pass B, task t: the rows of dQ of one (batch, head, Q block), over the K
+ * blocks of its band. */
+static void dq_block(const ac_kernels *K, const ac_attn_args *a, const bwd_plan *P, int64_t t,
+                     const bwd_scratch *w, real *dq, ac_stop *stop) {
+    const int64_t H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m, g = H / Hkv;
+    const int64_t dkk = a->dk, dvv = a->dv, bq = P->bq, bk = P->bk;
+    const int64_t hb = t / P->nqb, b = hb / H, h = hb % H, hk = h / g;
+    const int64_t i0 = t % P->nqb * bq, rows = n - i0 < bq ? n - i0 : bq;
+    ac_vis vis;
+    ac_vis_init(&vis, a, b, h);
+    const real *qb_ = q_head(P->q, a->q_stride, b, h) + i0 * a->q_stride[2];
+    const real *dob = P->dout + (hb * n + i0) * dvv; /* (rows, dv) */
+    real *dqb = dq + (hb * n + i0) * dkk;            /* (rows, dk) */
+    const int64_t kv_begin = ac_vis_lo(&vis, i0) / bk * bk;
+    const int64_t kv_end = ac_vis_hi(&vis, i0 + rows - 1);
+    for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
+        if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
+        const int64_t cols = m - j0 < bk ? m - j0 : bk;
+        const int64_t pt = (b * Hkv + hk) * P->nkb + j0 / bk;
+        bwd_p(K, a, &vis, qb_, P->kpack + pt * P->pk, cols, P->lse + hb * n + i0, i0, rows, j0,
+              cols, bk, w->p);
+        bwd_ds(K, a, dob, P->vpack + pt * P->pv, cols, P->D + hb * n + i0, rows, cols, bk, w->p,
+               w->ds);
+        K->KV_OPS.pv(rows, cols, dkk, w->ds, bk, /* dQ += dS·K */
+                     kv_head(P->k, a->k_stride, b, hk) + j0 * a->k_stride[2], a->k_stride[2],
+                     dqb, dkk);
+    }
+    for (int64_t x = 0; x < rows * dkk; x++) dqb[x] *= (real)a->scale;
+}
+
 int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const real *v,
                     const real *o, const real *lse, const real *dout, real *dq, real *dk,
                     real *dv) {
@@ -74,7 +149,7 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
     const ac_kernels *K = ac_kernels_active();
     int64_t bq, bk;
     ac_tile_sizes(a, (int)sizeof(real), AC_TILES_BACKWARD, &bq, &bk);
-    const int64_t g = H / Hkv, nqb = (n + bq - 1) / bq, nkb = (m + bk - 1) / bk;
+    const int64_t nqb = (n + bq - 1) / bq, nkb = (m + bk - 1) / bk;
     const int64_t pk = ac_kpack_size(K, bk, dkk), pv = ac_kpack_size(K, bk, dvv);
     const int64_t npack = B * Hkv * nkb, nD = B * H * n;
     int64_t nkp, nvp, scratch;
@@ -86,6 +161,7 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
     int failed = !kpack || !vpack || !D;
     ac_stop stop;
     ac_stop_init(&stop, a);
+    const bwd_plan plan = {q, k, lse, dout, kpack, vpack, D, bq, bk, nqb, nkb, pk, pv};
     if (failed) goto done;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
@@ -104,67 +180,14 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
             failed = 1;
         }
         const bwd_scratch w = {ws, ws ? ws + bq * bk : NULL, ws ? ws + 2 * bq * bk : NULL};
-
         /* pass A: dK and dV, one (batch, kv head, K block) a task */
         #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < npack; t++) {
-            if (!ws || ac_stop_poll(&stop)) continue;
-            const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, kb = t % nkb, j0 = kb * bk;
-            const int64_t cols = m - j0 < bk ? m - j0 : bk;
-            real *dkb = dk + ((b * Hkv + hk) * m + j0) * dkk; /* (cols, dk) */
-            real *dvb = dv + ((b * Hkv + hk) * m + j0) * dvv; /* (cols, dv) */
-            for (int64_t hg = 0; hg < g; hg++) {
-                const int64_t h = hk * g + hg, hb = b * H + h;
-                ac_vis vis;
-                ac_vis_init(&vis, a, b, h);
-                for (int64_t qb = 0; qb < nqb; qb++) {
-                    const int64_t i0 = qb * bq, rows = n - i0 < bq ? n - i0 : bq;
-                    if (ac_stop_poll(&stop)) break; /* a task spans every Q block */
-                    /* only Q blocks whose band meets this K block */
-                    if (ac_vis_hi(&vis, i0 + rows - 1) <= j0 || ac_vis_lo(&vis, i0) >= j0 + cols)
-                        continue;
-                    const real *qb_ = q_head(q, a->q_stride, b, h) + i0 * a->q_stride[2];
-                    const real *dob = dout + (hb * n + i0) * dvv;
-                    bwd_p(K, a, &vis, qb_, kpack + t * pk, cols, lse + hb * n + i0, i0, rows, j0,
-                          cols, bk, w.p);
-                    transpose(w.p, rows, cols, bk, w.tr); /* Pᵀ (cols, rows) */
-                    K->KV_OPS.pv(cols, rows, dvv, w.tr, rows, dob, dvv, dvb, dvv);
-                    bwd_ds(K, a, dob, vpack + t * pv, cols, D + hb * n + i0, rows, cols, bk, w.p,
-                           w.ds);
-                    transpose(w.ds, rows, cols, bk, w.tr); /* dSᵀ (cols, rows) */
-                    K->KV_OPS.pv(cols, rows, dkk, w.tr, rows, qb_, a->q_stride[2], dkb, dkk);
-                }
-            }
-            for (int64_t x = 0; x < cols * dkk; x++) dkb[x] *= (real)a->scale;
-        }
-
+        for (int64_t t = 0; t < npack; t++)
+            if (ws && !ac_stop_poll(&stop)) dkdv_block(K, a, &plan, t, &w, dk, dv, &stop);
         /* pass B: dQ, one (batch, head, Q block) a task */
         #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < B * H * nqb; t++) {
-            if (!ws || ac_stop_poll(&stop)) continue;
-            const int64_t hb = t / nqb, b = hb / H, h = hb % H, hk = h / g;
-            const int64_t i0 = t % nqb * bq, rows = n - i0 < bq ? n - i0 : bq;
-            ac_vis vis;
-            ac_vis_init(&vis, a, b, h);
-            const real *qb_ = q_head(q, a->q_stride, b, h) + i0 * a->q_stride[2];
-            const real *dob = dout + (hb * n + i0) * dvv;
-            real *dqb = dq + (hb * n + i0) * dkk; /* (rows, dk) */
-            const int64_t kv_begin = ac_vis_lo(&vis, i0) / bk * bk;
-            const int64_t kv_end = ac_vis_hi(&vis, i0 + rows - 1);
-            for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
-                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash_body.h */
-                const int64_t cols = m - j0 < bk ? m - j0 : bk;
-                const int64_t pt = (b * Hkv + hk) * nkb + j0 / bk;
-                bwd_p(K, a, &vis, qb_, kpack + pt * pk, cols, lse + hb * n + i0, i0, rows, j0,
-                      cols, bk, w.p);
-                bwd_ds(K, a, dob, vpack + pt * pv, cols, D + hb * n + i0, rows, cols, bk, w.p,
-                       w.ds);
-                K->KV_OPS.pv(rows, cols, dkk, w.ds, bk,
-                             kv_head(k, a->k_stride, b, hk) + j0 * a->k_stride[2], a->k_stride[2],
-                             dqb, dkk);
-            }
-            for (int64_t x = 0; x < rows * dkk; x++) dqb[x] *= (real)a->scale;
-        }
+        for (int64_t t = 0; t < B * H * nqb; t++)
+            if (ws && !ac_stop_poll(&stop)) dq_block(K, a, &plan, t, &w, dq, &stop);
         ac_ws_free(ws, scratch, sizeof(real));
     }
 done:

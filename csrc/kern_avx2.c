@@ -2,10 +2,17 @@
  * vector, 16 vector registers.
  *
  * Compiled for AVX2/FMA/F16C by the target pragma, called only after
- * runtime.c has seen the CPU support all three.  Register tiles: Q·Kᵀ 6 rows × 2 vectors
- * and P·V 6 rows × 2 vectors (12 accumulators + 2 loads + 1 broadcast).
+ * runtime.c has seen the CPU support all three.  Register tiles: Q·Kᵀ 6 rows
+ * × 2 vectors and P·V 6 rows × 2 vectors (12 accumulators + 2 loads + 1
+ * broadcast).
  * AVX2 has no scalef, so exp builds 2^n from exponent bits, in two halves so
  * that n = 128 (x near ln FLT_MAX) does not overflow early.
+ *
+ * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
+ * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
+ * pv), included below once per element type, and kern_simd_kv.h once more
+ * for a float16 cache.  The table at the end names every function they
+ * define (qk_avx2_f32, pack_avx2_f16, ...).
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #pragma GCC push_options

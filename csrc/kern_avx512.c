@@ -5,6 +5,12 @@
  * and is only ever called after runtime.c has seen the CPU support it.
  * Register tiles: Q·Kᵀ 8 rows × 2 vectors (16 accumulators + 2 K vectors +
  * 1 broadcast), P·V 6 rows × 4 vectors (24 accumulators + 4 V vectors + 1).
+ *
+ * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
+ * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
+ * pv), included below once per element type, and kern_simd_kv.h once more
+ * for a float16 cache.  The table at the end names every function they
+ * define (qk_avx512_f32, pack_avx512_f16, ...).
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #pragma GCC push_options

@@ -57,7 +57,7 @@ static inline __attribute__((always_inline)) void FN(qkd_rows)(
 }
 
 static void FN(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                   const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds) {
+                    const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds) {
     int64_t r0 = 0;
     for (; r0 + 4 <= bq; r0 += 4)
         FN(qkd_rows)(4, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds);
@@ -115,7 +115,7 @@ static inline __attribute__((always_inline)) void FN(pv_wide)(
 }
 
 static void FN(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
-                  const kvreal *v, int64_t ldv, real *o, int64_t ldo) {
+                   const kvreal *v, int64_t ldv, real *o, int64_t ldo) {
     const int64_t dvec = dv / VL * VL; /* columns in whole vectors */
     if (bq <= 2 && dvec == (int64_t)PV_WIDE * VL) {
         if (bq == 2)

@@ -172,15 +172,15 @@ static inline __attribute__((always_inline)) void FN(qk_rows)(
 /* Row tiles outer, key tiles inner: the row maxima stay in registers, and the
  * (d, bk) Kᵀ block is read from L1/L2 once per row tile. */
 static void FN(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt,
-                  int64_t pbk, real scale, real *s, int64_t lds, real *rmax) {
+                   int64_t pbk, real scale, real *s, int64_t lds, real *rmax) {
     const int64_t ldkt = (pbk + QK_W - 1) / QK_W * QK_W; /* as packed */
     int64_t r0 = 0;
     for (; r0 + QK_R <= bq; r0 += QK_R)
         FN(qk_rows)(QK_R, bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
-                   rmax ? rmax + r0 : NULL);
+                    rmax ? rmax + r0 : NULL);
     if (r0 < bq)
         FN(qk_rows)((int)(bq - r0), bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
-                   rmax ? rmax + r0 : NULL);
+                    rmax ? rmax + r0 : NULL);
 }
 
 #undef QK_W

@@ -49,6 +49,8 @@ int FN(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const rea
                 if ((i & 255) == 255 && ac_stop_poll(&stop)) break; /* long heads */
                 const int64_t hi = ac_vis_hi(&vis, i); /* the keys row i sees: [0, hi) */
                 for (; seen < hi; seen++) { /* S += φ(k_j) v_jᵀ, z += φ(k_j) */
+                    /* without causal, row 0 folds in every key: ask here too */
+                    if ((seen & 255) == 255 && ac_stop_poll(&stop)) break;
                     const real *kj = kh + seen * a->k_stride[2], *vj = vh + seen * a->v_stride[2];
                     for (int64_t x = 0; x < d; x++) {
                         const real f = phi(kj[x]);
@@ -56,6 +58,7 @@ int FN(ac_linear)(const ac_attn_args *a, const real *q, const real *k, const rea
                         for (int64_t c = 0; c < dv; c++) S[x * dv + c] += f * vj[c];
                     }
                 }
+                if (ac_stopped(&stop)) break;
                 const real *qi = qh + i * a->q_stride[2];
                 real den = 0;
                 for (int64_t x = 0; x < d; x++) {
