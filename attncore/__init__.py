@@ -19,19 +19,10 @@ except ImportError as e:  # a source tree without the built extension
     ) from e
 
 from attncore import reference
-from attncore._api import (
-    attention,
-    attention_backward,
-    get_num_threads,
-    info,
-    linear_attention,
-    merge,
-    multi_head_attention,
-    scores,
-    set_num_threads,
-    softmax,
-)
+from attncore._api import attention, merge, plain_attention, scores, softmax
+from attncore._layers import attention_backward, linear_attention, multi_head_attention
 from attncore._isa import _apply_env_isa
+from attncore._runtime import get_num_threads, info, set_num_threads
 from attncore.kvcache import KVCache
 
 try:
@@ -41,10 +32,20 @@ except PackageNotFoundError:  # pragma: no cover - running from an unusual insta
 
 _apply_env_isa()
 
-from attncore import teach  # noqa: E402 (uses the functions above)
+
+def __getattr__(name: str):
+    """attncore.teach is imported on first use: the tour is not needed to
+    compute attention, and importing it eagerly would cost every user."""
+    if name == "teach":
+        import importlib
+
+        return importlib.import_module("attncore.teach")
+    raise AttributeError(f"module 'attncore' has no attribute {name!r}")
+
 
 __all__ = [
     "attention",
+    "plain_attention",
     "attention_backward",
     "scores",
     "softmax",

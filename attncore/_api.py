@@ -1,80 +1,19 @@
-"""The public functions: validate, allocate the outputs, call the core once."""
+"""The public functions: validate (attncore._validate), allocate the outputs,
+call the core once (attncore._core)."""
 
 from __future__ import annotations
 
 import math
-import os
-import threading
+from typing import Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attncore import _core
-from attncore import _isa
 from attncore import _validate as V
+from attncore._runtime import get_num_threads
 
-__all__ = ["attention", "attention_backward", "scores", "softmax", "merge", "linear_attention",
-           "multi_head_attention", "set_num_threads",
-           "get_num_threads", "info"]
-
-# ---- threads ------------------------------------------------------------------
-
-_lock = threading.Lock()
-
-
-def _default_threads() -> int:
-    env = os.environ.get("ATTNCORE_NUM_THREADS")
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ValueError(f"ATTNCORE_NUM_THREADS must be a positive integer, got {env!r}") from None
-        if n < 1:
-            raise ValueError(f"ATTNCORE_NUM_THREADS must be a positive integer, got {env!r}")
-        return n
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-_num_threads = _default_threads()
-
-
-def set_num_threads(n: int) -> None:
-    """Set the number of OpenMP threads every later call uses (n >= 1).
-
-    Calls already running keep the count they started with.  Without OpenMP
-    the core runs on one thread whatever is set here.
-    """
-    global _num_threads
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    with _lock:
-        _num_threads = int(n)
-
-
-def get_num_threads() -> int:
-    """The thread count calls use: set_num_threads(), else ATTNCORE_NUM_THREADS,
-    else the CPUs this process may run on."""
-    return _num_threads
-
-
-def info() -> dict:
-    """What this build is and runs: version, micro-kernels, OpenMP, threads, flags."""
-    from attncore import __version__
-
-    bq32, bk32 = _core.default_blocks(4)
-    bq64, bk64 = _core.default_blocks(8)
-    return {
-        "version": __version__,
-        "isa": _core.isa(),
-        "isa_available": _isa.available(),
-        "openmp": _core.openmp(),
-        "threads": get_num_threads(),
-        "cflags": _core.CFLAGS,
-        "default_blocks": {"float32": (bq32, bk32), "float64": (bq64, bk64)},
-    }
-
+__all__ = ["attention", "plain_attention", "scores", "softmax", "merge"]
 
 # ---- the functions ------------------------------------------------------------
 
@@ -83,17 +22,74 @@ def info() -> dict:
 _SPLIT_KV = -1
 
 
-def _kv_for_core(p):
-    """K and V as the core reads them: float16 travels as its bits (uint16)."""
+def _kv_for_core(p: V.Problem) -> tuple[np.ndarray, np.ndarray]:
+    """K and V as the core reads them: float16 travels as its bits (uint16).
+    (A problem without v, as for scores, gives k twice.)"""
+    v = p.v if p.v is not None else p.k
     if not p.kv_half:
-        return p.k, p.v
-    return p.k.view(np.uint16), (p.v.view(np.uint16) if p.v is not None else None)
+        return p.k, v
+    return p.k.view(np.uint16), v.view(np.uint16)
+
+
+# What attention returns depends on return_lse and return_weights: the
+# overloads tell a type checker which.
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[False] = ...,
+              return_weights: Literal[False] = ...,
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ..., _split_kv: int | None = ...,
+              _block_counts: np.ndarray | None = ...) -> np.ndarray: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[True],
+              return_weights: Literal[False] = ...,
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ..., _split_kv: int | None = ...,
+              _block_counts: np.ndarray | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[False] = ...,
+              return_weights: Literal[True],
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ..., _split_kv: int | None = ...,
+              _block_counts: np.ndarray | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[True],
+              return_weights: Literal[True],
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ..., _split_kv: int | None = ...,
+              _block_counts: np.ndarray | None = ...
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: bool = ...,
+              return_weights: bool = ...,
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ..., _split_kv: int | None = ...,
+              _block_counts: np.ndarray | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(
-    q,
-    k,
-    v,
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
     *,
     causal: bool = False,
     scale: float | None = None,
@@ -102,10 +98,12 @@ def attention(
     block_k: int | None = None,
     return_lse: bool = False,
     return_weights: bool = False,
-    mask=None,
-    key_lengths=None,
+    mask: ArrayLike | None = None,
+    key_lengths: ArrayLike | None = None,
     window: int | None = None,
-):
+    _split_kv: int | None = None,
+    _block_counts: np.ndarray | None = None,
+) -> np.ndarray | tuple[np.ndarray, ...]:
     """Scaled dot-product attention, ``softmax(q·kᵀ·scale)·v``, in the C core.
 
     Parameters
@@ -115,7 +113,8 @@ def attention(
     v : array_like, shape (..., H_kv, m, d_v) or (m, d_v)
         float32 or float64, all three the same dtype — or a float16 KV cache
         (k and v float16 with float32 q: converted as they are loaded, the
-        arithmetic and the output float32); the batch dims ``...`` equal.  ``H`` must be a multiple of ``H_kv`` (grouped-query / multi-query
+        arithmetic and the output float32); the batch dims ``...`` equal.
+        ``H`` must be a multiple of ``H_kv`` (grouped-query / multi-query
         attention): query head ``h`` reads kv head ``h // (H // H_kv)``.
         ``n != m`` (cross-attention) and ``d_v != d_k`` are fine.  Any strides
         are accepted; the fast path wants the last axis contiguous, anything
@@ -161,6 +160,14 @@ def attention(
     lse : ndarray, shape (..., H, n), if ``return_lse``
     weights : ndarray, shape (..., H, n, m), if ``return_weights``
 
+    Private keywords (for the tests and the tour, not a stable API):
+    ``_split_kv`` forces the decode path of ``method="flash"`` (1), forbids
+    it (0) or leaves it to the kernel (-1; ``None``: the module default
+    ``_SPLIT_KV``).  ``_block_counts``, an int64 array of 2, receives the
+    blockwise kernel's own count of the (Q block, K block) tiles it computed
+    and of those it had to mask (the rest of the grid it skipped); it turns
+    the decode path off.
+
     Notes
     -----
     Cost: 4·B·H·n·m·d FLOPs (about half with ``causal`` and n == m); reads
@@ -168,12 +175,10 @@ def attention(
     rows that see it: a masked key never affects a row, even where its value
     is inf or NaN.
     """
-    method = V.method_name(method)
-    p = V.problem(q, k, v, scale=scale)
-    vis = V.visibility(p, causal, window, mask, key_lengths)
-    bq, bk = V.block_size(block_q, "block_q"), V.block_size(block_k, "block_k")
-    if return_weights and method != "naive":
-        raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
+    method, p, vis, bq, bk = V.attention_args(
+        q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
+        return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window,
+        split_kv=_split_kv, block_counts=_block_counts)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     lse = np.empty((B, H, n), p.dtype)
@@ -181,8 +186,9 @@ def attention(
     nt = get_num_threads()
     k4, v4 = _kv_for_core(p)
     if method == "flash":
-        vis.split_kv = _SPLIT_KV
-        _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt)
+        # counting tiles is about the blockwise grid, never decode's chunks
+        split = 0 if _block_counts is not None else _SPLIT_KV if _split_kv is None else _split_kv
+        _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split, _block_counts)
     else:
         table = B * H * n * m if return_weights else n * m
         V.check_table(table, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
@@ -192,153 +198,50 @@ def attention(
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))
-    if return_weights:
+    if weights is not None:
         result.append(weights.reshape(p.lead + (n, m)))
     return result[0] if len(result) == 1 else tuple(result)
 
 
-def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False,
-                       scale: float | None = None, window: int | None = None, mask=None,
-                       key_lengths=None, method: str = "flash"):
-    """Gradients of ``out = attention(q, k, v, ...)``: returns ``(dq, dk, dv)``,
-    the shapes and dtypes of q, k, v, given ``out`` and ``lse`` from the
-    forward call (``return_lse=True``) and ``dout`` = ∂loss/∂out.
+@overload
+def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+                    scale: float | None = ..., mask: ArrayLike | None = ...,
+                    key_lengths: ArrayLike | None = ..., window: int | None = ...,
+                    return_lse: Literal[False] = ...) -> np.ndarray: ...
 
-    ``method="flash"`` recomputes ``P = exp(S − lse)`` block by block,
-    ``D = rowsum(dout ∘ out)``, ``dS = P ∘ (dP − D)``, with O(n·d) extra memory:
-    one pass over K blocks writes dK and dV (summed over the query heads of a
-    GQA group), a second over Q blocks writes dQ — no atomics, at the price of
-    computing P and dP twice.  Blocks outside the causal / window band are
-    skipped.  ``method="naive"`` runs the same algorithm with one tile the size
-    of the whole n×m table.  The other arguments are :func:`attention`'s;
-    float32 or float64 (not float16).
+
+@overload
+def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+                    scale: float | None = ..., mask: ArrayLike | None = ...,
+                    key_lengths: ArrayLike | None = ..., window: int | None = ...,
+                    return_lse: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = False,
+                    scale: float | None = None, mask: ArrayLike | None = None,
+                    key_lengths: ArrayLike | None = None, window: int | None = None,
+                    return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Attention by ``csrc/naive.c``: the formula as plain C loops, one thread.
+
+    The readable definition in C — scores, max, exponentials and their sum,
+    the weighted mean of the values, one query row at a time — for reading
+    next to its source and for checking the fast kernels.  The arguments and
+    results are :func:`attention`'s (float32 or float64; no float16 cache);
+    it is much slower, by design: no SIMD, no tiles, no threads.
     """
-    method = V.method_name(method)
-    p = V.problem(q, k, v, scale=scale)
-    V.no_half(p, "attention_backward")
-    vis = V.visibility(p, causal, window, mask, key_lengths)
-    B, H, Hkv, n, m, dk, dv = p.shape
-    want = {"out": p.lead + (n, dv), "lse": p.lead + (n,), "dout": p.lead + (n, dv)}
-    arrays = {}
-    for name, arr in (("out", out), ("lse", lse), ("dout", dout)):
-        a = V.as_float_array(arr, name)
-        if a.dtype.newbyteorder("=") != p.dtype:
-            raise TypeError(f"{name} has dtype {a.dtype} but q has {p.dtype}")
-        if a.shape != want[name]:
-            raise ValueError(f"{name} must have shape {want[name]}, got {a.shape}")
-        arrays[name] = V.fast_layout(np.ascontiguousarray(a, dtype=p.dtype)).reshape(
-            (B, H, n) + a.shape[len(p.lead) + 1:])
-    if method == "naive":
-        V.check_table(2 * n * m + n * m, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
-        bq, bk = max(n, 1), max(m, 1)
-    else:
-        bq = bk = 0
-    dq4 = np.empty((B, H, n, dk), p.dtype)
-    dk4 = np.empty((B, Hkv, m, dk), p.dtype)
-    dv4 = np.empty((B, Hkv, m, dv), p.dtype)
-    _core.backward(p.q, p.k, p.v, arrays["out"], arrays["lse"], arrays["dout"], dq4, dk4, dv4,
-                   p.scale, vis, bq, bk, get_num_threads())
-    return (dq4.reshape(np.shape(q)), dk4.reshape(np.shape(k)), dv4.reshape(np.shape(v)))
-
-
-def linear_attention(q, k, v, *, causal: bool = False, feature_map: str = "elu1"):
-    """Kernelised ("linear") attention: the softmax's exp(q·k) replaced by
-    φ(q)·φ(k) with the feature map φ = elu(x) + 1 (``feature_map="elu1"``).
-
-    ``out_i = φ(q_i)ᵀ S / (φ(q_i)·z)`` with ``S = Σ_j φ(k_j) v_jᵀ`` and
-    ``z = Σ_j φ(k_j)``: the sums over keys are shared by every row, so the cost
-    is O(n·d·d_v) time and O(d·d_v) state instead of O(n·m·d) and an n×m
-    table.  ``causal`` (bottom-right aligned, as in :func:`attention`) turns S
-    and z into running prefix sums.  Shapes and dtypes as in
-    :func:`attention` (float32 or float64); returns (..., H, n, d_v).  A row
-    that sees no key gives 0.
-    """
-    p, vis = V.linear_problem(q, k, v, causal, feature_map)
-    B, H, Hkv, n, m, dk, dv = p.shape
-    out = np.empty((B, H, n, dv), p.dtype)
-    _core.linear(p.q, p.k, p.v, out, vis, get_num_threads())
-    return out.reshape(p.lead + (n, dv))
-
-
-def _project(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """x @ w, (..., n, d_in) @ (d_in, d_out), on the C core: the score kernel
-    with scale 1 against wᵀ (broadcast over the batch, never copied)."""
-    lead = x.shape[:-2]
-    x4 = x.reshape(lead + (1,) + x.shape[-2:]) if lead else x[None]
-    wt = np.broadcast_to(w.T, lead + (1,) + w.T.shape) if lead else w.T[None]
-    return scores(x4, wt, scale=1.0)[..., 0, :, :] if lead else scores(x4, wt, scale=1.0)[0]
-
-
-def multi_head_attention(x, w_q, w_k, w_v, w_o, *, heads: int, kv_heads: int | None = None,
-                         causal: bool = False, scale: float | None = None, mask=None,
-                         key_lengths=None, window: int | None = None):
-    """A multi-head self-attention layer on the C core.
-
-    ``q = x·w_q``, ``k = x·w_k``, ``v = x·w_v`` split into ``heads`` (query) and
-    ``kv_heads`` (key/value, default ``heads``; fewer is GQA) heads of
-    ``d_head`` dims, :func:`attention` per head, the heads concatenated, then
-    ``·w_o``.  x (..., n, d_model); w_q (d_model, heads·d_head); w_k and w_v
-    (d_model, kv_heads·d_head); w_o (heads·d_head, d_out).  The projections
-    run on the core's own matrix kernels (no BLAS).  The other arguments are
-    :func:`attention`'s.  Returns (..., n, d_out).  Parameters: 3·d_model² +
-    d_model² for d_head·heads = d_model, whatever the number of heads.
-    """
-    heads = V.positive_int(heads, "heads")
-    kv_heads = heads if kv_heads is None else V.positive_int(kv_heads, "kv_heads")
-    arrays = {"x": V.as_float_array(x, "x"), "w_q": V.as_float_array(w_q, "w_q"),
-              "w_k": V.as_float_array(w_k, "w_k"), "w_v": V.as_float_array(w_v, "w_v"),
-              "w_o": V.as_float_array(w_o, "w_o")}
-    V.common_dtype(**arrays)
-    x, w_q, w_k, w_v, w_o = arrays.values()
-    if x.ndim < 2:
-        raise ValueError(f"x must have shape (..., n, d_model), got {x.shape}")
-    d_model = x.shape[-1]
-    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
-        if w.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D matrix, got shape {w.shape}")
-    if heads % kv_heads:
-        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
-    if w_q.shape[0] != d_model or w_q.shape[1] % heads:
-        raise ValueError(f"w_q must have shape ({d_model}, heads·d_head) with heads={heads}, "
-                         f"got {w_q.shape}")
-    d_head = w_q.shape[1] // heads
-    for name, w in (("w_k", w_k), ("w_v", w_v)):
-        if w.shape != (d_model, kv_heads * d_head):
-            raise ValueError(f"{name} must have shape ({d_model}, {kv_heads * d_head}) "
-                             f"(kv_heads·d_head), got {w.shape}")
-    if w_o.shape[0] != heads * d_head:
-        raise ValueError(f"w_o must have {heads * d_head} rows (heads·d_head), got {w_o.shape}")
-
-    def split(t, h):  # (..., n, h·d_head) -> (..., h, n, d_head)
-        return np.swapaxes(t.reshape(t.shape[:-1] + (h, d_head)), -2, -3)
-
-    q, k, v = (split(_project(x, w), h) for w, h in ((w_q, heads), (w_k, kv_heads),
-                                                      (w_v, kv_heads)))
-    o = attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
-                  window=window)
-    o = np.swapaxes(o, -2, -3).reshape(x.shape[:-1] + (heads * d_head,))
-    return _project(np.ascontiguousarray(o), w_o)
-
-
-def _flash_counted(q, k, v, *, causal=False, window=None, block_q=None, block_k=None):
-    """attention(method="flash") that also returns the kernel's own count of the
-    (Q block, K block) tiles it computed and of those it masked: (out, computed,
-    masked).  Blocks it skipped are the rest of the grid.  For teaching."""
-    p = V.problem(q, k, v)
-    vis = V.visibility(p, causal, window)
-    vis.split_kv = 0  # the blockwise grid, not decode's chunks
+    p, vis = V.plain_args(q, k, v, causal=causal, scale=scale, mask=mask,
+                          key_lengths=key_lengths, window=window)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     lse = np.empty((B, H, n), p.dtype)
-    counts = np.zeros(2, np.int64)
-    k4, v4 = _kv_for_core(p)
-    _core.flash(p.q, k4, v4, out, lse, p.scale, vis, V.block_size(block_q, "block_q"),
-                V.block_size(block_k, "block_k"), get_num_threads(), counts)
-    return out.reshape(p.lead + (n, dv)), int(counts[0]), int(counts[1])
+    _core.plain(p.q, p.k, p.v, out, lse, p.scale, vis)
+    out = out.reshape(p.lead + (n, dv))
+    return (out, lse.reshape(p.lead + (n,))) if return_lse else out
 
 
-def scores(q, k, *, scale: float | None = None, causal: bool = False, mask=None,
-           key_lengths=None, window: int | None = None) -> np.ndarray:
+def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bool = False,
+           mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
+           window: int | None = None) -> np.ndarray:
     """The scaled score table ``q·kᵀ·scale``, ``-inf`` where a key is hidden
     (by ``causal``, ``window``, ``mask`` or ``key_lengths``, as in :func:`attention`).
 
@@ -346,8 +249,8 @@ def scores(q, k, *, scale: float | None = None, causal: bool = False, mask=None,
     returns (..., H, n, m) in the inputs' dtype.  Cost: 2·B·H·n·m·d_k FLOPs and
     B·H·n·m values of memory (MemoryError up front when they cannot fit).
     """
-    p = V.problem(q, k, scale=scale)
-    vis = V.visibility(p, causal, window, mask, key_lengths)
+    p, vis = V.scores_args(q, k, scale=scale, causal=causal, mask=mask, key_lengths=key_lengths,
+                           window=window)
     B, H, Hkv, n, m, dk, _ = p.shape
     V.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
     s = np.empty((B, H, n, m), p.dtype)
@@ -355,7 +258,8 @@ def scores(q, k, *, scale: float | None = None, causal: bool = False, mask=None,
     return s.reshape(p.lead + (n, m))
 
 
-def merge(o_a, lse_a, o_b, lse_b, *more):
+def merge(o_a: ArrayLike, lse_a: ArrayLike, o_b: ArrayLike, lse_b: ArrayLike,
+          *more: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Combine attention results over disjoint sets of keys: ``(o_a, lse_a) ⊕ (o_b, lse_b)``.
 
     If ``o_a, lse_a = attention(q, k_a, v_a, return_lse=True)`` and likewise
@@ -388,21 +292,14 @@ def merge(o_a, lse_a, o_b, lse_b, *more):
     return flat_o[0].reshape(shape), flat_l[0].reshape(shape[:-1])
 
 
-def softmax(x, axis: int = -1) -> np.ndarray:
+def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     """The numerically stable softmax of x along ``axis``, from the C core.
 
     ``exp(x - max) / sum(exp(x - max))``: scores of 1e4 do not overflow.  A
     slice of all ``-inf`` (nothing visible) gives zeros, not NaN; NaN in a
     slice makes that slice NaN.  float32 or float64; returns x's dtype and shape.
     """
-    a = V.as_float_array(x, "x")
-    if a.ndim == 0:
-        raise ValueError("x must have at least one dimension, got a 0-d array")
-    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
-        raise ValueError(f"axis must be an integer, got {axis!r}")
-    if not -a.ndim <= axis < a.ndim:
-        raise ValueError(f"axis {axis} is out of range for x of shape {a.shape}")
-    ax = int(axis) % a.ndim
+    a, ax = V.softmax_args(x, axis)
     moved = V.fast_layout(np.ascontiguousarray(np.moveaxis(a, ax, -1)))
     rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
     y = np.empty_like(rows)

@@ -43,6 +43,10 @@ cdef extern from "attncore.h" nogil:
                      float *out, float *lse, float *weights)
     int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
                      double *out, double *lse, double *weights)
+    int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                     float *out, float *lse)
+    int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                     double *out, double *lse)
     int ac_scores_f32(const ac_attn_args *a, const float *q, const float *k, float *s)
     int ac_scores_f64(const ac_attn_args *a, const double *q, const double *k, double *s)
     int ac_softmax_f32(int64_t rows, int64_t cols, const float *x, float *y, float *lse,

@@ -1,7 +1,8 @@
 # cython: language_level=3
 """The thin binding: typed memoryviews in, one C call with the GIL released.
 
-Nothing here validates user input: attncore._api has done that and hands
+Nothing here validates user input: attncore._validate has done that (for
+attncore._api), and _api hands
 over 4-D arrays whose last axis is contiguous, in native byte order, of one
 float dtype, with outputs already allocated.  This layer only turns views into
 pointers and element strides, and C status codes into exceptions.
@@ -104,7 +105,7 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
     _strides3(a.k_stride, k.shape, k.strides, sizeof(kvt))
     a.v_stride[0] = a.v_stride[1] = a.v_stride[2] = 0
     a.scale = scale
-    a.split_kv = vis.split_kv
+    a.split_kv = -1
     a.block_counts = NULL
     a.block_q = block_q
     a.block_k = block_k
@@ -119,11 +120,15 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
 @cython.boundscheck(False)
 def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, object vis,
-          int64_t block_q, int64_t block_k, int nthreads, counts=None):
+          int64_t block_q, int64_t block_k, int nthreads, int split_kv, counts=None):
+    """split_kv: few query rows — split the keys (decode)? -1 when it pays,
+    0 never, 1 always.  counts: None, or int64 (2,) the kernel adds its tile
+    counts to (computed, masked), for teaching."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
+    a.split_kv = split_kv
     _strides3(a.v_stride, v.shape, v.strides, sizeof(kvt))
     cdef int64_t[::1] bc
-    if counts is not None:  # the kernel counts the tiles it computes, for teaching
+    if counts is not None:
         bc = counts
         a.block_counts = &bc[0]
     cdef int rc
@@ -166,6 +171,24 @@ def naive(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
                               &out[0, 0, 0, 0], &lse[0, 0, 0], w)
         else:
             rc = AC_EINVAL
+    if rc != AC_OK:
+        _raise(rc)
+
+
+@cython.boundscheck(False)
+def plain(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
+          real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, object vis):
+    """csrc/naive.c: the readable materialised attention, one thread."""
+    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, 0, 0, 1)
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
+    cdef int rc
+    with nogil:
+        if real is float:
+            rc = ac_plain_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0])
+        else:
+            rc = ac_plain_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                              &out[0, 0, 0, 0], &lse[0, 0, 0])
     if rc != AC_OK:
         _raise(rc)
 

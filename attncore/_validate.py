@@ -2,7 +2,10 @@
 
 Everything checkable is checked here, before any kernel runs and before the
 GIL is released; every message names the argument, what it got and what was
-expected.  The result is a `Problem`: 4-D views (batch, head, row, column)
+expected.  Each entry point has one function at the end of this module
+(attention_args, scores_args, ...) that attncore._api and attncore.reference
+both call, so the two raise the same errors for the same input.  The result
+is a `Problem`: 4-D views (batch, head, row, column)
 in one native float dtype with the last axis contiguous, ready for the core.
 """
 
@@ -10,10 +13,11 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from attncore._runtime import memory_limit
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 HALF = np.dtype(np.float16)
@@ -206,7 +210,6 @@ class Visibility:
     window: int  # 0: none
     key_lengths: np.ndarray | None  # (B,) int64
     mask: np.ndarray | None  # (B, H, n, m) uint8 view, 0 strides where it broadcasts
-    split_kv: int = -1  # few query rows: split the keys? -1 when it pays, 0 never, 1 always
 
 
 def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> Visibility:
@@ -289,31 +292,6 @@ def linear_problem(q, k, v, causal, feature_map):
     return p, visibility(p, causal)
 
 
-def memory_limit() -> int:
-    """Bytes a materialised table may take: ATTNCORE_MAX_TABLE_BYTES, or the
-    memory the system reports available now."""
-    env = os.environ.get("ATTNCORE_MAX_TABLE_BYTES", "").strip()
-    if env:
-        try:
-            limit = int(env)
-        except ValueError:
-            limit = -1
-        if limit < 0:
-            raise ValueError(f"ATTNCORE_MAX_TABLE_BYTES must be a whole number of bytes, got {env!r}")
-        return limit
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return _INT64_MAX
-
-
 def check_table(elements: int, itemsize: int, what: str) -> None:
     """MemoryError, before anything is allocated, for a table that cannot fit."""
     nbytes = elements * itemsize
@@ -324,3 +302,104 @@ def check_table(elements: int, itemsize: int, what: str) -> None:
             "available (ATTNCORE_MAX_TABLE_BYTES overrides); method='flash' streams the "
             "keys in blocks and needs O(n·d) memory"
         )
+
+
+# ---- one check per entry point, called alike by attncore._api and attncore.reference ----
+
+
+def attention_args(q, k, v, *, causal, scale, method, block_q, block_k, return_weights, mask,
+                   key_lengths, window, split_kv=None, block_counts=None):
+    """The checks of attention: (method, problem, visibility, block_q, block_k),
+    block sizes 0 for the core's default.  split_kv and block_counts are
+    attncore.attention's private keywords (the reference has none)."""
+    method = method_name(method)
+    if split_kv not in (None, -1, 0, 1) or isinstance(split_kv, bool):
+        raise ValueError(f"_split_kv must be -1, 0 or 1, got {split_kv!r}")
+    if block_counts is not None and not (isinstance(block_counts, np.ndarray)
+                                         and block_counts.dtype == np.int64
+                                         and block_counts.shape == (2,)):
+        raise ValueError("_block_counts must be an int64 array of shape (2,)")
+    p = problem(q, k, v, scale=scale)
+    vis = visibility(p, causal, window, mask, key_lengths)
+    bq, bk = block_size(block_q, "block_q"), block_size(block_k, "block_k")
+    if return_weights and method != "naive":
+        raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
+    return method, p, vis, bq, bk
+
+
+def plain_args(q, k, v, *, causal, scale, mask, key_lengths, window):
+    """The checks of plain_attention: float32 or float64 throughout."""
+    p = problem(q, k, v, scale=scale)
+    no_half(p, "plain_attention")
+    return p, visibility(p, causal, window, mask, key_lengths)
+
+
+def scores_args(q, k, *, scale, causal, mask, key_lengths, window):
+    """The checks of scores: (problem without v, visibility)."""
+    p = problem(q, k, scale=scale)
+    return p, visibility(p, causal, window, mask, key_lengths)
+
+
+def softmax_args(x, axis) -> tuple[np.ndarray, int]:
+    """The checks of softmax: (x as a float array, the axis as a non-negative int)."""
+    a = as_float_array(x, "x")
+    if a.ndim == 0:
+        raise ValueError("x must have at least one dimension, got a 0-d array")
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"axis must be an integer, got {axis!r}")
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"axis {axis} is out of range for x of shape {a.shape}")
+    return a, int(axis) % a.ndim
+
+
+def backward_args(q, k, v, out, lse, dout, *, causal, scale, window, mask, key_lengths, method):
+    """The checks of attention_backward: (method, problem, visibility, arrays)
+    with arrays["out"], ["lse"], ["dout"] as (B, H, n, ·) views in q's dtype."""
+    method = method_name(method)
+    p = problem(q, k, v, scale=scale)
+    no_half(p, "attention_backward")
+    vis = visibility(p, causal, window, mask, key_lengths)
+    B, H, Hkv, n, m, dk, dv = p.shape
+    want = {"out": p.lead + (n, dv), "lse": p.lead + (n,), "dout": p.lead + (n, dv)}
+    arrays = {}
+    for name, arr in (("out", out), ("lse", lse), ("dout", dout)):
+        a = as_float_array(arr, name)
+        if a.dtype.newbyteorder("=") != p.dtype:
+            raise TypeError(f"{name} has dtype {a.dtype} but q has {p.dtype}")
+        if a.shape != want[name]:
+            raise ValueError(f"{name} must have shape {want[name]}, got {a.shape}")
+        arrays[name] = fast_layout(np.ascontiguousarray(a, dtype=p.dtype)).reshape(
+            (B, H, n) + a.shape[len(p.lead) + 1:])
+    return method, p, vis, arrays
+
+
+def mha_args(x, w_q, w_k, w_v, w_o, *, heads, kv_heads) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    """The checks of multi_head_attention: (x, w_q, w_k, w_v, w_o, heads,
+    kv_heads, d_head), the arrays of one float dtype and matching shapes."""
+    heads = positive_int(heads, "heads")
+    kv_heads = heads if kv_heads is None else positive_int(kv_heads, "kv_heads")
+    arrays = {"x": as_float_array(x, "x"), "w_q": as_float_array(w_q, "w_q"),
+              "w_k": as_float_array(w_k, "w_k"), "w_v": as_float_array(w_v, "w_v"),
+              "w_o": as_float_array(w_o, "w_o")}
+    common_dtype(**arrays)
+    x, w_q, w_k, w_v, w_o = arrays.values()
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., n, d_model), got {x.shape}")
+    d_model = x.shape[-1]
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
+        if w.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D matrix, got shape {w.shape}")
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    if w_q.shape[0] != d_model or w_q.shape[1] % heads:
+        raise ValueError(f"w_q must have shape ({d_model}, heads·d_head) with heads={heads}, "
+                         f"got {w_q.shape}")
+    d_head = w_q.shape[1] // heads
+    for name, w in (("w_k", w_k), ("w_v", w_v)):
+        if w.shape != (d_model, kv_heads * d_head):
+            raise ValueError(f"{name} must have shape ({d_model}, {kv_heads * d_head}) "
+                             f"(kv_heads·d_head), got {w.shape}")
+    if w_o.shape[0] != heads * d_head:
+        raise ValueError(f"w_o must have {heads * d_head} rows (heads·d_head), got {w_o.shape}")
+    return x, w_q, w_k, w_v, w_o, heads, kv_heads, d_head

@@ -19,7 +19,8 @@ import sys
 import numpy as np
 
 import attncore
-from attncore._measure import human_bytes, measure, quiesce_blas
+from attncore.bench.report import human_bytes
+from attncore.bench.timing import measure, quiesce_blas
 
 
 def _table(title: str, columns: list[str], rows: list[list]) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from attncore import _validate as V
 from attncore._api import attention
@@ -31,8 +34,9 @@ class KVCache:
         Initial capacity in tokens.
     """
 
-    def __init__(self, kv_heads: int, head_dim: int, *, batch: tuple = (), value_dim=None,
-                 dtype=np.float32, capacity: int = 256):
+    def __init__(self, kv_heads: int, head_dim: int, *, batch: tuple[int, ...] = (),
+                 value_dim: int | None = None, dtype: DTypeLike = np.float32,
+                 capacity: int = 256) -> None:
         dtype = np.dtype(dtype)
         if dtype not in V.FLOAT_DTYPES and dtype != V.HALF:
             raise TypeError(f"dtype must be float32, float64 or float16, got {dtype}")
@@ -77,7 +81,7 @@ class KVCache:
             new[..., : self._len, :] = old[..., : self._len, :]
             setattr(self, name, new)
 
-    def append(self, k, v) -> None:
+    def append(self, k: ArrayLike, v: ArrayLike) -> None:
         """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
         k = V.as_float_array(k, "k", half=True)
         v = V.as_float_array(v, "v", half=True)
@@ -98,7 +102,7 @@ class KVCache:
         self._v[..., self._len : self._len + t, :] = v
         self._len += t
 
-    def attend(self, q, causal: bool = True, **kwargs):
+    def attend(self, q: ArrayLike, causal: bool = True, **kwargs: Any) -> Any:
         """attention(q, keys, values, causal=causal, **kwargs) over the filled cache.
 
         q (*batch, H, n, head_dim) holds the n newest tokens' queries (H a

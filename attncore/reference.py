@@ -9,14 +9,18 @@ materialises, whatever ``method`` says.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from numpy.typing import ArrayLike
 
 from attncore import _validate as V
 
-__all__ = ["attention", "attention_backward", "scores", "softmax", "merge", "linear_attention",
-           "multi_head_attention"]
+__all__ = ["attention", "plain_attention", "attention_backward", "scores", "softmax", "merge",
+           "linear_attention", "multi_head_attention"]
 
-_quiet = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
+_quiet: dict[str, Any] = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
 
 
 def _visible(p: V.Problem, vis: V.Visibility) -> np.ndarray:
@@ -70,52 +74,44 @@ def _weighted_sum(w: np.ndarray, v: np.ndarray, visible: np.ndarray) -> np.ndarr
         return np.where(visible[..., None], terms, 0).sum(axis=-2).astype(w.dtype)
 
 
-def scores(q, k, *, scale=None, causal=False, mask=None, key_lengths=None, window=None):
+def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bool = False,
+           mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
+           window: int | None = None) -> np.ndarray:
     """Reference for :func:`attncore.scores`."""
-    p = V.problem(q, k, scale=scale)
-    vis = V.visibility(p, causal, window, mask, key_lengths)
+    p, vis = V.scores_args(q, k, scale=scale, causal=causal, mask=mask, key_lengths=key_lengths,
+                           window=window)
     B, H, Hkv, n, m, *_ = p.shape
     return _scores4(p, vis).reshape(p.lead + (n, m))
 
 
-def softmax(x, axis=-1) -> np.ndarray:
+def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     """Reference for :func:`attncore.softmax`."""
-    a = V.as_float_array(x, "x")
-    if a.ndim == 0:
-        raise ValueError("x must have at least one dimension, got a 0-d array")
-    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
-        raise ValueError(f"axis must be an integer, got {axis!r}")
-    if not -a.ndim <= axis < a.ndim:
-        raise ValueError(f"axis {axis} is out of range for x of shape {a.shape}")
+    a, axis = V.softmax_args(x, axis)
     w, _ = _softmax_last(np.moveaxis(a.astype(a.dtype.newbyteorder("=")), axis, -1))
     return np.moveaxis(w, -1, axis)
 
 
 def attention(
-    q,
-    k,
-    v,
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
     *,
-    causal=False,
-    scale=None,
-    method="flash",
-    block_q=None,
-    block_k=None,
-    return_lse=False,
-    return_weights=False,
-    mask=None,
-    key_lengths=None,
-    window=None,
-):
+    causal: bool = False,
+    scale: float | None = None,
+    method: str = "flash",
+    block_q: int | None = None,
+    block_k: int | None = None,
+    return_lse: bool = False,
+    return_weights: bool = False,
+    mask: ArrayLike | None = None,
+    key_lengths: ArrayLike | None = None,
+    window: int | None = None,
+) -> np.ndarray | tuple[np.ndarray, ...]:
     """Reference for :func:`attncore.attention` (``method`` and block sizes are
     validated, then ignored: the reference always materialises)."""
-    V.method_name(method)
-    p = V.problem(q, k, v, scale=scale)
-    vis = V.visibility(p, causal, window, mask, key_lengths)
-    V.block_size(block_q, "block_q")
-    V.block_size(block_k, "block_k")
-    if return_weights and method != "naive":
-        raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
+    method, p, vis, _, _ = V.attention_args(
+        q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
+        return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window)
     B, H, Hkv, n, m, dk, dv = p.shape
     w, lse = _softmax_last(_scores4(p, vis))
     v4 = p.v.astype(p.dtype)
@@ -129,7 +125,20 @@ def attention(
     return result[0] if len(result) == 1 else tuple(result)
 
 
-def merge(o_a, lse_a, o_b, lse_b, *more):
+def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = False,
+                    scale: float | None = None, mask: ArrayLike | None = None,
+                    key_lengths: ArrayLike | None = None, window: int | None = None,
+                    return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Reference for :func:`attncore.plain_attention`: its checks (float16
+    refused), then :func:`attention`."""
+    V.plain_args(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
+                 window=window)
+    return attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
+                     window=window, return_lse=return_lse)
+
+
+def merge(o_a: ArrayLike, lse_a: ArrayLike, o_b: ArrayLike, lse_b: ArrayLike,
+          *more: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Reference for :func:`attncore.merge`: the log-sum-exp rule over all parts."""
     outs, lses, shape, dtype = V.merge_parts((o_a, lse_a, o_b, lse_b) + more)
     o = np.stack([a.astype(dtype) for a in outs])  # (parts, ..., n, dv)
@@ -146,7 +155,8 @@ def merge(o_a, lse_a, o_b, lse_b, *more):
     return out.astype(dtype), out_lse.astype(dtype)
 
 
-def linear_attention(q, k, v, *, causal=False, feature_map="elu1"):
+def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = False,
+                     feature_map: str = "elu1") -> np.ndarray:
     """Reference for :func:`attncore.linear_attention`, written as the n×m
     table of φ(q)·φ(k) weights it avoids (the definition, not the algorithm)."""
     p, vis = V.linear_problem(q, k, v, causal, feature_map)
@@ -163,13 +173,15 @@ def linear_attention(q, k, v, *, causal=False, feature_map="elu1"):
     return out.astype(p.dtype).reshape(p.lead + (n, dv))
 
 
-def multi_head_attention(x, w_q, w_k, w_v, w_o, *, heads, kv_heads=None, causal=False,
-                         scale=None, mask=None, key_lengths=None, window=None):
+def multi_head_attention(x: ArrayLike, w_q: ArrayLike, w_k: ArrayLike, w_v: ArrayLike,
+                         w_o: ArrayLike, *, heads: int, kv_heads: int | None = None,
+                         causal: bool = False, scale: float | None = None,
+                         mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
+                         window: int | None = None) -> np.ndarray:
     """Reference for :func:`attncore.multi_head_attention`: NumPy matmuls and
     the reference attention."""
-    kv_heads = heads if kv_heads is None else kv_heads
-    x, w_q, w_k, w_v, w_o = (np.asarray(a) for a in (x, w_q, w_k, w_v, w_o))
-    d_head = w_q.shape[1] // heads
+    x, w_q, w_k, w_v, w_o, heads, kv_heads, d_head = V.mha_args(x, w_q, w_k, w_v, w_o,
+                                                                heads=heads, kv_heads=kv_heads)
 
     def split(t, h):
         return np.swapaxes(t.reshape(t.shape[:-1] + (h, d_head)), -2, -3)
@@ -180,23 +192,23 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, *, heads, kv_heads=None, causal=
     return np.swapaxes(o, -2, -3).reshape(x.shape[:-1] + (heads * d_head,)) @ w_o
 
 
-def attention_backward(q, k, v, out, lse, dout, *, causal=False, scale=None, window=None,
-                       mask=None, key_lengths=None, method="flash"):
+def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike, lse: ArrayLike,
+                       dout: ArrayLike, *, causal: bool = False, scale: float | None = None,
+                       window: int | None = None, mask: ArrayLike | None = None,
+                       key_lengths: ArrayLike | None = None,
+                       method: str = "flash") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reference for :func:`attncore.attention_backward`: the gradients of
     ``out = softmax(q·kᵀ·scale)·v`` written out on the materialised table.
 
     With P the weights and D_i = Σ_c dout_ic·out_ic:
     dV = Pᵀ·dout, dP = dout·Vᵀ, dS = P∘(dP − D), dQ = dS·K·scale, dK = dSᵀ·Q·scale;
     for GQA the dK and dV of a kv head are summed over its query heads."""
-    V.method_name(method)
-    p = V.problem(q, k, v, scale=scale)
-    V.no_half(p, "attention_backward")
-    vis = V.visibility(p, causal, window, mask, key_lengths)
+    _, p, vis, arrays = V.backward_args(q, k, v, out, lse, dout, causal=causal, scale=scale,
+                                        window=window, mask=mask, key_lengths=key_lengths,
+                                        method=method)
     B, H, Hkv, n, m, dk, dv = p.shape
     g = H // Hkv if Hkv else 1
-    o4 = np.asarray(out, dtype=p.dtype).reshape(B, H, n, dv)
-    do4 = np.asarray(dout, dtype=p.dtype).reshape(B, H, n, dv)
-    lse4 = np.asarray(lse, dtype=p.dtype).reshape(B, H, n)
+    o4, do4, lse4 = arrays["out"], arrays["dout"], arrays["lse"]
     s = _scores4(p, vis)
     with np.errstate(**_quiet):
         P = np.where(np.isneginf(lse4)[..., None], 0, np.exp(s - lse4[..., None]))

@@ -4,7 +4,7 @@ regime, and prefill under sliding windows."""
 import pytest
 
 from attncore import bench
-from attncore._measure import measure
+from attncore.bench.timing import measure
 
 MS = (1024, 4096, 16384, 32768, 65536, 131072)
 

@@ -3,7 +3,7 @@
 import pytest
 
 from attncore import bench
-from attncore._measure import measure
+from attncore.bench.timing import measure
 
 NS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 SMOKE = {"n": 128, "d": 64}

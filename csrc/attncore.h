@@ -90,6 +90,15 @@ int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const 
 int ac_naive_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                  float *out, float *lse, float *weights);
 
+/* The same materialised attention as plain C loops, one thread, one row of
+ * the score table at a time (naive.c): the readable definition, for
+ * students and tests.  Reads every field of `a` but the block sizes,
+ * block_counts, split_kv and num_threads. */
+int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
+                 float *out, float *lse);
+int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
+                 double *out, double *lse);
+
 /* The scaled score table (B, H, n, m), -inf where the causal mask hides a key.
  * Only the q/k fields of `a` are read (dv and v_stride are ignored). */
 int ac_scores_f32(const ac_attn_args *a, const float *q, const float *k, float *s);

@@ -31,8 +31,8 @@ from attncore import reference
 DOCUMENTED = (ValueError, TypeError, MemoryError)
 LAYOUTS = ("c", "fortran", "strided", "reversed", "byteswapped", "unaligned", "readonly",
            "broadcast")
-ENTRY_POINTS = ("attention", "scores", "softmax", "merge", "attention_backward",
-                "linear_attention", "multi_head_attention", "kvcache")
+ENTRY_POINTS = ("attention", "plain_attention", "scores", "softmax", "merge",
+                "attention_backward", "linear_attention", "multi_head_attention", "kvcache")
 
 
 @dataclass
@@ -182,6 +182,14 @@ def attention_calls(draw):
 
 
 @st.composite
+def plain_calls(draw):
+    (q, k, v), lead, h, n, m, hint = draw(qkv())
+    kw = draw(visibility(lead, h, n, m))
+    kw["return_lse"] = draw(st.booleans())
+    return Call("plain_attention", (q, k, v), kw, hint)
+
+
+@st.composite
 def scores_calls(draw):
     (q, k, _), lead, h, n, m, hint = draw(qkv())
     return Call("scores", (q, k), draw(visibility(lead, h, n, m)), hint)
@@ -275,8 +283,8 @@ def kvcache_calls(draw):
 
 
 STRATEGIES = {
-    "attention": attention_calls(), "scores": scores_calls(), "softmax": softmax_calls(),
-    "merge": merge_calls(), "attention_backward": backward_calls(),
+    "attention": attention_calls(), "plain_attention": plain_calls(), "scores": scores_calls(),
+    "softmax": softmax_calls(), "merge": merge_calls(), "attention_backward": backward_calls(),
     "linear_attention": linear_calls(), "multi_head_attention": mha_calls(),
     "kvcache": kvcache_calls(),
 }

@@ -60,7 +60,7 @@ def test_import_stays_light(tmp_path):
 
 
 def test_workspace_peak_grows_as_n_squared_for_naive_only():
-    from attncore._measure import measure
+    from attncore.bench.timing import measure
 
     peaks = {}
     for n in (256, 512):

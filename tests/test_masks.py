@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import attncore
-from attncore._measure import measure
+from attncore.bench.timing import measure
 from helpers import assert_close, qkv, reference, tol
 
 METHODS = ("flash", "naive")

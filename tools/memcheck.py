@@ -89,6 +89,8 @@ def run_all(dtype):
         close(g, w, tol * 50)
     close(attncore.linear_attention(q, k, v, causal=True),
           reference.linear_attention(*up(q, k, v), causal=True), tol * 10)
+    close(attncore.plain_attention(q, bad, v, causal=True, mask=mask),
+          reference.attention(*up(q, bad, v), causal=True, mask=mask), tol)
 
 
 def representative_run():

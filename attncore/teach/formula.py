@@ -1,85 +1,15 @@
-"""Teaching experiments: the facts an attention course states, run on the real
-kernels (scores, softmax and attention from the C core, never a second toy
-implementation), reproducible by seed, tabulated and drawn.
-
-Each function returns a :class:`Result` with ``.table()`` (a list of dict rows of
-plain Python values), ``.plot(ax=None)`` (matplotlib, labelled) and a readable repr.
-"""
+"""Experiments on why the formula is what it is: the √d_k scale, softmax among
+normalisers, one cell's journey, permutation equivariance, scoring functions,
+saturation without the scale, and many heads — all on the C kernels."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 import attncore
-
-__all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation", "causal",
-           "crossover", "scorers", "saturation", "regimes", "multihead", "family"]
-
-
-def _plain(x):
-    """NumPy scalars and arrays to plain Python values, for tables."""
-    if isinstance(x, np.ndarray):
-        return [_plain(v) for v in x.tolist()] if x.ndim else x.item()
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
-
-
-@dataclass
-class Result:
-    """What an experiment found: its rows, the facts they show, and a figure."""
-
-    name: str
-    title: str
-    rows: list[dict]
-    facts: dict = field(default_factory=dict)
-    draw: Callable | None = field(default=None, repr=False)
-
-    def table(self) -> list[dict]:
-        return [{k: _plain(v) for k, v in r.items()} for r in self.rows]
-
-    def plot(self, ax=None):
-        import matplotlib
-
-        if ax is None:
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-
-            _, ax = plt.subplots(figsize=(7, 4.2))
-        self.draw(ax)
-        ax.set_title(self.title)
-        return ax
-
-    def __repr__(self) -> str:
-        rows = self.table()
-        cols = list(rows[0]) if rows else []
-
-        def fmt(v):
-            if isinstance(v, float):
-                return f"{v:.4g}"
-            if isinstance(v, list):
-                return "[" + ", ".join(fmt(x) for x in v) + "]"
-            return str(v)
-
-        cells = [[fmt(r[c]) for c in cols] for r in rows]
-        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
-        lines = [f"{self.name}: {self.title}"]
-        lines += [f"  {k}: {fmt(_plain(v))}" for k, v in self.facts.items()]
-        lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(cols, widths)))
-        lines += ["  " + "  ".join(x.rjust(w) for x, w in zip(row, widths)) for row in cells]
-        return "\n".join(lines)
-
-
-def _entropy(p: np.ndarray) -> np.ndarray:
-    """Shannon entropy (nats) of each row of weights."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -np.sum(np.where(p > 0, p * np.log(p), 0.0), axis=-1)
+from attncore.teach.result import Result, _entropy
 
 
 # ---- why √d_k ------------------------------------------------------------------
@@ -160,53 +90,6 @@ def normalizers(scores=(2.0, 0.5, -1.0, 1.5, -0.5, 0.8), shift=10.0):
                   rows, {"scores": list(s), "shift": shift}, draw)
 
 
-# ---- why n² ----------------------------------------------------------------------
-
-
-def memory(ns=(512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072), heads=32,
-           d_head=128, bytes_per_value=2, measured=False):
-    """Why n²: the score table of one layer (n²·heads values) against the KV
-    cache that produced it (2·n·heads·d_head values); with ``measured`` also
-    the peak memory of real naive and blockwise calls (one head, d = 64,
-    float32) at the sizes that fit."""
-    from attncore._measure import measure
-    from attncore._validate import memory_limit
-
-    rows = []
-    rng = np.random.default_rng(0)
-    for n in ns:
-        row = {"n": n,
-               "scores_bytes_head": n * n * bytes_per_value,
-               "scores_bytes_layer": n * n * bytes_per_value * heads,
-               "kv_cache_bytes": 2 * n * heads * d_head * bytes_per_value}
-        row["ratio"] = row["scores_bytes_layer"] / row["kv_cache_bytes"]
-        if measured:
-            fits = 3 * n * n * 4 < memory_limit() // 4 and n <= 16384
-            for method in ("naive", "flash"):
-                peak = None
-                if fits or method == "flash":
-                    x = rng.standard_normal((n, 64), dtype=np.float32)
-                    peak = measure(attncore.attention, x, x, x, method=method, repeat=0).peak_bytes
-                row[f"measured_{method}_bytes"] = peak
-        rows.append(row)
-
-    def draw(ax):
-        n = [r["n"] for r in rows]
-        ax.loglog(n, [r["scores_bytes_layer"] for r in rows], "o-", label="score table, one layer")
-        ax.loglog(n, [r["kv_cache_bytes"] for r in rows], "s-", label="KV cache, one layer")
-        if measured:
-            for method, mk in (("naive", "^"), ("flash", "v")):
-                pts = [(r["n"], r[f"measured_{method}_bytes"]) for r in rows
-                       if r[f"measured_{method}_bytes"] is not None]
-                if pts:
-                    ax.loglog(*zip(*pts), mk + ":", label=f"measured peak, {method} (1 head)")
-        ax.set(xlabel="n (tokens)", ylabel="bytes")
-        ax.legend(fontsize=8)
-
-    return Result("memory", "why n²: the score table outgrows the KV cache", rows,
-                  {"heads": heads, "d_head": d_head, "bytes_per_value": bytes_per_value}, draw)
-
-
 # ---- one cell's journey ----------------------------------------------------------
 
 _TRACE_Q = [[1.0, 0.0, 1.0], [0.0, 2.0, 0.0], [1.0, 1.0, 1.0], [0.5, -1.0, 2.0]]
@@ -275,84 +158,6 @@ def permutation(n=8, d=16, seed=0):
 
     return Result("permutation", "reversing the input reverses the output", rows,
                   {"max_abs_diff": float(diff.max())}, draw)
-
-
-def _best_time(fn):
-    """The fastest of a warm-up and three timed calls (the benchmarks' timer)."""
-    from attncore.bench import best_time
-
-    return best_time(fn, min_time=0.0, min_reps=3)
-
-
-# ---- what the causal mask does ---------------------------------------------------
-
-
-def causal(n=2048, d=64, heads=4, block=128, seed=0):
-    """The causal mask: each row still sums to 1, only n(n+1)/2 of the n² cells
-    do any work, and the blockwise kernel really skips the blocks above the
-    diagonal — counted by the kernel itself — which shows in the time."""
-    from attncore._api import _flash_counted
-
-    rng = np.random.default_rng(seed)
-    q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
-    small = rng.standard_normal((8, 4))
-    _, weights = attncore.attention(small, small, small, causal=True, method="naive",
-                                    return_weights=True)
-    nb = -(-n // block)
-    rows = []
-    for is_causal in (False, True):
-        _, computed, masked = _flash_counted(q, k, v, causal=is_causal, block_q=block,
-                                             block_k=block)
-        seconds = _best_time(lambda: attncore.attention(q, k, v, causal=is_causal,
-                                                        block_q=block, block_k=block))
-        rows.append({"mask": "causal" if is_causal else "full",
-                     "cells_working": n * (n + 1) // 2 if is_causal else n * n,
-                     "cells_total": n * n,
-                     "blocks_computed": computed // heads, "blocks_masked": masked // heads,
-                     "blocks_skipped": nb * nb - computed // heads, "blocks_total": nb * nb,
-                     "seconds": seconds})
-    facts = {"rows_sum_to_one_max_error": float(np.abs(weights.sum(-1) - 1).max()),
-             "mask_8x8": (weights > 0).astype(int),
-             "time_ratio_full_over_causal": rows[0]["seconds"] / rows[1]["seconds"]}
-
-    def draw(ax):
-        ax.imshow(weights, cmap="viridis")
-        ax.set(xlabel="key j", ylabel="query i")
-
-    return Result("causal", f"the causal mask: {rows[1]['blocks_skipped']} of {nb * nb} blocks "
-                  f"skipped at n={n}", rows, facts, draw)
-
-
-# ---- where the materialised table wins and loses ----------------------------------
-
-
-def crossover(ns=(64, 128, 256, 512, 1024, 2048, 4096), d=64, heads=4, seed=0):
-    """Naive (materialised) against blockwise attention on this machine: time
-    and peak memory vs n.  While the n×m table fits in cache the naive passes
-    are cheap; as it grows, its memory grows as n² and its time falls behind."""
-    from attncore._measure import measure
-
-    rng = np.random.default_rng(seed)
-    rows = []
-    for n in ns:
-        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
-        row = {"n": n}
-        for method in ("naive", "flash"):
-            row[f"{method}_seconds"] = _best_time(lambda: attncore.attention(q, k, v, method=method))
-            row[f"{method}_peak_bytes"] = measure(attncore.attention, q, k, v, method=method,
-                                                  repeat=0).peak_bytes
-        row["naive_over_flash"] = row["naive_seconds"] / row["flash_seconds"]
-        rows.append(row)
-
-    def draw(ax):
-        n = [r["n"] for r in rows]
-        ax.loglog(n, [r["naive_seconds"] for r in rows], "s-", label="naive (materialised)")
-        ax.loglog(n, [r["flash_seconds"] for r in rows], "o-", label="blockwise")
-        ax.set(xlabel="n", ylabel="seconds")
-        ax.legend(fontsize=8)
-
-    return Result("crossover", "naive vs blockwise on this machine", rows,
-                  {"heads": heads, "d": d}, draw)
 
 
 # ---- scoring functions -------------------------------------------------------------
@@ -430,43 +235,6 @@ def saturation(dks=(4, 16, 64, 256, 1024), samples=200, positions=6, seed=0):
                   rows, {"positions": positions}, draw)
 
 
-# ---- compute-bound and bandwidth-bound ---------------------------------------------
-
-
-def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True):
-    """A prefill and a decode step placed on this machine's roofline, measured
-    now: prefill does ~n FLOPs per byte and is bound by the FMA units, decode
-    ~1 FLOP per byte and by the memory."""
-    from attncore import bench
-
-    roofs = bench.measure_roofs(attncore.get_num_threads(), quick=quick)
-    ridge = roofs["fma_gflops"] / roofs["read_gbs"]
-    cases = {"prefill": bench.Case(n_prefill, d, False, H=heads),
-             "decode": bench.Case(1, d, False, H=heads, regime="decode", keys=m_decode)}
-    rows = []
-    for name, case in cases.items():
-        inputs = bench.make_inputs(case)
-        seconds = _best_time(bench.runner("attncore-flash", case, inputs))
-        ai = case.flops / case.bytes("attncore-flash")
-        rows.append({"regime": name, "n": case.n, "m": case.m, "intensity": ai,
-                     "gflops": case.flops / seconds / 1e9,
-                     "gbs": case.bytes("attncore-flash") / seconds / 1e9,
-                     "bound": "compute" if ai > ridge else "bandwidth",
-                     "roof_gflops": min(roofs["fma_gflops"], ai * roofs["read_gbs"])})
-
-    def draw(ax):
-        ai = np.logspace(-1, 4, 200)
-        ax.loglog(ai, np.minimum(roofs["fma_gflops"], ai * roofs["read_gbs"]), "k-", label="roof")
-        for r in rows:
-            ax.scatter([r["intensity"]], [r["gflops"]], s=60, label=f"{r['regime']} (measured)")
-        ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="GFLOP/s")
-        ax.legend(fontsize=8)
-
-    return Result("regimes", "prefill is compute-bound, decode bandwidth-bound", rows,
-                  {"fma_gflops": roofs["fma_gflops"], "read_gbs": roofs["read_gbs"],
-                   "ridge_flop_per_byte": ridge}, draw)
-
-
 # ---- many heads, one layer -----------------------------------------------------------
 
 
@@ -475,8 +243,6 @@ def multihead(tokens=6, heads=4, d_model=16, seed=0):
     in different ways — each has its own weight map — while the layer's
     parameter count, 3·d² for W_Q, W_K, W_V plus d² for W_O, is the same for
     any number of heads (they split d_model, they do not add to it)."""
-    from attncore._api import _project
-
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((tokens, d_model))
     d_head = d_model // heads
@@ -486,7 +252,10 @@ def multihead(tokens=6, heads=4, d_model=16, seed=0):
     def split(t):
         return np.swapaxes(t.reshape(tokens, heads, d_head), 0, 1)  # (heads, tokens, d_head)
 
-    q, k, v = split(_project(x, w_q)), split(_project(x, w_k)), split(_project(x, w_v))
+    def project(w):  # x·w on the core's score kernel: the rows of x against the columns of w
+        return attncore.scores(x, w.T, scale=1.0)
+
+    q, k, v = split(project(w_q)), split(project(w_k)), split(project(w_v))
     _, weights = attncore.attention(q, k, v, method="naive", return_weights=True)
     rows = [{"head": h, "weights": weights[h], "attends_most_to": weights[h].argmax(-1),
              "entropy": float(_entropy(weights[h]).mean())} for h in range(heads)]
@@ -503,36 +272,3 @@ def multihead(tokens=6, heads=4, d_model=16, seed=0):
 
     return Result("multihead", f"{heads} heads, {heads} different maps of the same tokens",
                   rows, facts, draw)
-
-
-# ---- the family -------------------------------------------------------------------
-
-
-def family(ns=(256, 512, 1024, 2048, 4096), d=64, heads=4, window=256, seed=0):
-    """The members of the attention family on the same data, with their cost
-    measured against n: full (n² pairs), causal (n(n+1)/2), sliding window
-    (about n·w: the band), and linear attention (n·d² — no pairs at all, at the
-    price of replacing the softmax by a feature map)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for n in ns:
-        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
-        members = {
-            "full": (lambda: attncore.attention(q, k, v), n * n),
-            "causal": (lambda: attncore.attention(q, k, v, causal=True), n * (n + 1) // 2),
-            f"window {window}": (lambda: attncore.attention(q, k, v, causal=True, window=window),
-                                 sum(min(i + 1, window) for i in range(n))),
-            "linear": (lambda: attncore.linear_attention(q, k, v, causal=True), 0),
-        }
-        for name, (fn, pairs) in members.items():
-            rows.append({"n": n, "member": name, "pairs": pairs, "seconds": _best_time(fn)})
-
-    def draw(ax):
-        for name in dict.fromkeys(r["member"] for r in rows):
-            pts = [(r["n"], r["seconds"]) for r in rows if r["member"] == name]
-            ax.loglog(*zip(*pts), "o-", label=name)
-        ax.set(xlabel="n", ylabel="seconds")
-        ax.legend(fontsize=8)
-
-    return Result("family", "the attention family: what each member costs as n grows", rows,
-                  {"d": d, "heads": heads, "window": window}, draw)

@@ -1,0 +1,108 @@
+"""The functions built on the forward kernels: the gradient (attention_backward),
+the kernelised variant (linear_attention) and a layer (multi_head_attention)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attncore import _core
+from attncore import _validate as V
+from attncore._api import attention, scores
+from attncore._runtime import get_num_threads
+
+__all__ = ["attention_backward", "linear_attention", "multi_head_attention"]
+
+
+def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike, lse: ArrayLike,
+                       dout: ArrayLike, *, causal: bool = False, scale: float | None = None,
+                       window: int | None = None, mask: ArrayLike | None = None,
+                       key_lengths: ArrayLike | None = None,
+                       method: str = "flash") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients of ``out = attention(q, k, v, ...)``: returns ``(dq, dk, dv)``,
+    the shapes and dtypes of q, k, v, given ``out`` and ``lse`` from the
+    forward call (``return_lse=True``) and ``dout`` = ∂loss/∂out.
+
+    ``method="flash"`` recomputes ``P = exp(S − lse)`` block by block,
+    ``D = rowsum(dout ∘ out)``, ``dS = P ∘ (dP − D)``, with O(n·d) extra memory:
+    one pass over K blocks writes dK and dV (summed over the query heads of a
+    GQA group), a second over Q blocks writes dQ — no atomics, at the price of
+    computing P and dP twice.  Blocks outside the causal / window band are
+    skipped.  ``method="naive"`` runs the same algorithm with one tile the size
+    of the whole n×m table.  The other arguments are :func:`attention`'s;
+    float32 or float64 (not float16).
+    """
+    method, p, vis, arrays = V.backward_args(q, k, v, out, lse, dout, causal=causal, scale=scale,
+                                             window=window, mask=mask, key_lengths=key_lengths,
+                                             method=method)
+    B, H, Hkv, n, m, dk, dv = p.shape
+    if method == "naive":
+        V.check_table(2 * n * m + n * m, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
+        bq, bk = max(n, 1), max(m, 1)
+    else:
+        bq = bk = 0
+    dq4 = np.empty((B, H, n, dk), p.dtype)
+    dk4 = np.empty((B, Hkv, m, dk), p.dtype)
+    dv4 = np.empty((B, Hkv, m, dv), p.dtype)
+    _core.backward(p.q, p.k, p.v, arrays["out"], arrays["lse"], arrays["dout"], dq4, dk4, dv4,
+                   p.scale, vis, bq, bk, get_num_threads())
+    return (dq4.reshape(np.shape(q)), dk4.reshape(np.shape(k)), dv4.reshape(np.shape(v)))
+
+
+def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = False,
+                     feature_map: str = "elu1") -> np.ndarray:
+    """Kernelised ("linear") attention: the softmax's exp(q·k) replaced by
+    φ(q)·φ(k) with the feature map φ = elu(x) + 1 (``feature_map="elu1"``).
+
+    ``out_i = φ(q_i)ᵀ S / (φ(q_i)·z)`` with ``S = Σ_j φ(k_j) v_jᵀ`` and
+    ``z = Σ_j φ(k_j)``: the sums over keys are shared by every row, so the cost
+    is O(n·d·d_v) time and O(d·d_v) state instead of O(n·m·d) and an n×m
+    table.  ``causal`` (bottom-right aligned, as in :func:`attention`) turns S
+    and z into running prefix sums.  Shapes and dtypes as in
+    :func:`attention` (float32 or float64); returns (..., H, n, d_v).  A row
+    that sees no key gives 0.
+    """
+    p, vis = V.linear_problem(q, k, v, causal, feature_map)
+    B, H, Hkv, n, m, dk, dv = p.shape
+    out = np.empty((B, H, n, dv), p.dtype)
+    _core.linear(p.q, p.k, p.v, out, vis, get_num_threads())
+    return out.reshape(p.lead + (n, dv))
+
+
+def _project(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x @ w, (..., n, d_in) @ (d_in, d_out), on the C core: the score kernel
+    with scale 1 against wᵀ (broadcast over the batch, never copied)."""
+    lead = x.shape[:-2]
+    x4 = x.reshape(lead + (1,) + x.shape[-2:]) if lead else x[None]
+    wt = np.broadcast_to(w.T, lead + (1,) + w.T.shape) if lead else w.T[None]
+    return scores(x4, wt, scale=1.0)[..., 0, :, :] if lead else scores(x4, wt, scale=1.0)[0]
+
+
+def multi_head_attention(x: ArrayLike, w_q: ArrayLike, w_k: ArrayLike, w_v: ArrayLike,
+                         w_o: ArrayLike, *, heads: int, kv_heads: int | None = None,
+                         causal: bool = False, scale: float | None = None,
+                         mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
+                         window: int | None = None) -> np.ndarray:
+    """A multi-head self-attention layer on the C core.
+
+    ``q = x·w_q``, ``k = x·w_k``, ``v = x·w_v`` split into ``heads`` (query) and
+    ``kv_heads`` (key/value, default ``heads``; fewer is GQA) heads of
+    ``d_head`` dims, :func:`attention` per head, the heads concatenated, then
+    ``·w_o``.  x (..., n, d_model); w_q (d_model, heads·d_head); w_k and w_v
+    (d_model, kv_heads·d_head); w_o (heads·d_head, d_out).  The projections
+    run on the core's own matrix kernels (no BLAS).  The other arguments are
+    :func:`attention`'s.  Returns (..., n, d_out).  Parameters: 3·d_model² +
+    d_model² for d_head·heads = d_model, whatever the number of heads.
+    """
+    x, w_q, w_k, w_v, w_o, heads, kv_heads, d_head = V.mha_args(x, w_q, w_k, w_v, w_o,
+                                                                heads=heads, kv_heads=kv_heads)
+
+    def split(t, h):  # (..., n, h·d_head) -> (..., h, n, d_head)
+        return np.swapaxes(t.reshape(t.shape[:-1] + (h, d_head)), -2, -3)
+
+    q, k, v = (split(_project(x, w), h) for w, h in ((w_q, heads), (w_k, kv_heads),
+                                                      (w_v, kv_heads)))
+    o = attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
+                  window=window)
+    o = np.swapaxes(o, -2, -3).reshape(x.shape[:-1] + (heads * d_head,))
+    return _project(np.ascontiguousarray(o), w_o)

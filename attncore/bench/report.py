@@ -1,0 +1,164 @@
+"""Reading and writing runs, and the table: ``attncore bench``'s printed
+table, its Markdown form, and the n² fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def save(result: dict, path) -> None:
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+def load(path) -> dict:
+    """A saved run, or pytest-benchmark's JSON (rows rebuilt from extra_info)."""
+    with open(path) as f:
+        data = json.load(f)
+    if "rows" in data:
+        return data
+    if "benchmarks" not in data:
+        raise ValueError(f"{path}: neither an attncore bench result nor pytest-benchmark JSON")
+    rows, roofs = [], {}
+    for b in data["benchmarks"]:
+        info = b.get("extra_info", {})
+        if "roof" in info:
+            roofs[info["roof"]] = info["value"]
+            continue
+        if "method" not in info:
+            continue
+        r = {k: info[k] for k in ("method", "regime", "n", "m", "d", "causal", "dtype", "B", "H",
+                                  "flops", "bytes")}
+        r["Hkv"] = info.get("Hkv", r["H"])
+        r["kv_dtype"] = info.get("kv_dtype", r["dtype"])
+        r["window"] = info.get("window")
+        r["seconds"] = b["stats"]["min"]
+        r["peak_bytes"] = info.get("peak_bytes")
+        r["gflops"] = r["flops"] / r["seconds"] / 1e9
+        r["gbs"] = r["bytes"] / r["seconds"] / 1e9
+        r["intensity"] = r["flops"] / r["bytes"]
+        rows.append(r)
+    info = data.get("machine_info", {})
+    cpu = info.get("cpu", {}).get("brand_raw") if isinstance(info.get("cpu"), dict) else None
+    return {"machine": {"cpu": cpu or info.get("processor")}, "roofs": roofs, "rows": rows}
+
+
+def _case_key(r) -> tuple:
+    return (r["regime"], r["n"], r["m"], r["d"], r["H"], r.get("Hkv", r["H"]), r["causal"],
+            r.get("window"), r["dtype"], r.get("kv_dtype", r["dtype"]))
+
+
+def table_rows(result: dict) -> list[list[str]]:
+    """One line per (case, method): time, GFLOP/s, GB/s, % of the regime's
+    roof (FMA for prefill, streaming read for decode), speed-ups, memory."""
+    rows = result["rows"]
+    roofs = result["roofs"]
+    by_case = {}
+    for r in rows:
+        by_case.setdefault(_case_key(r), {})[r["method"]] = r
+    out = []
+    for key, group in by_case.items():
+        for method, r in group.items():
+            ratio = lambda peer: (f"{group[peer]['seconds'] / r['seconds']:.2f}×"  # noqa: E731
+                                  if peer in group and peer != method else "—")
+            if r["regime"] == "decode":
+                roof, got = roofs.get("read_gbs"), r["gbs"]
+            else:
+                roof, got = roofs.get("fma_gflops"), r["gflops"]
+            mask = "causal" if r["causal"] else "full"
+            mask += f" w={r['window']}" if r.get("window") else ""
+            kv = r.get("kv_dtype", r["dtype"])
+            out.append([r["regime"], str(r["n"]), str(r["m"]), str(r["d"]),
+                        f"{r['H']}/{r.get('Hkv', r['H'])}", mask,
+                        r["dtype"] if kv == r["dtype"] else f"{r['dtype']}/{kv}", method,
+                        f"{r['seconds'] * 1e3:.2f}", f"{r['gflops']:.1f}", f"{r['gbs']:.1f}",
+                        f"{100 * got / roof:.0f}%" if roof else "—",
+                        ratio("numpy"), ratio("torch"),
+                        human_bytes(r["peak_bytes"]) if r.get("peak_bytes") is not None else "—"])
+    return out
+
+
+TABLE_COLUMNS = ["regime", "n", "m", "d", "H/Hkv", "mask", "dtype q/kv", "method", "time (ms)",
+                 "GFLOP/s", "GB/s", "% roof", "vs NumPy", "vs torch", "peak memory"]
+
+
+def _series(rows, d, causal, y):
+    out = {}
+    for r in sorted(rows, key=lambda r: r["n"]):
+        if r["regime"] == "prefill" and r["d"] == d and r["causal"] == causal and r[y] is not None:
+            out.setdefault(r["method"], ([], []))
+            out[r["method"]][0].append(r["n"])
+            out[r["method"]][1].append(r[y])
+    return out
+
+
+def slopes(result: dict, n_min: int = 1024) -> dict:
+    """Log-log slope of time vs n (least squares, n >= n_min) per method and
+    mask, at the smallest d: 2 is the n² the algorithm costs."""
+    rows = [r for r in result["rows"] if r["regime"] == "prefill" and r["n"] >= n_min]
+    if not rows:
+        return {}
+    d = min(r["d"] for r in rows)
+    out = {}
+    for causal in (False, True):
+        for method, (ns, ts) in _series(rows, d, causal, "seconds").items():
+            if len(ns) >= 2:
+                slope = np.polyfit(np.log(ns), np.log(ts), 1)[0]
+                out[f"{method}{' causal' if causal else ''}"] = float(slope)
+    return out
+
+
+def print_table(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    roofs = result["roofs"]
+    title = "attncore bench (% roof: of the FMA roof for prefill, of the read roof for decode)"
+    if roofs:
+        title += (f" — roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, read "
+                  f"{roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
+                  f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s")
+    t = Table(title=title, title_justify="left")
+    for c in TABLE_COLUMNS:
+        t.add_column(c, justify="right")
+    for r in table_rows(result):
+        t.add_row(*r)
+    con = Console(width=None if Console().is_terminal else 200)
+    con.print(t)
+    fit = slopes(result)
+    if fit:
+        con.print("time ∝ n^slope for n ≥ 1024: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in fit.items()))
+    m = result.get("machine", {})
+    if m:
+        con.print(f"machine: {m.get('cpu')}, {roofs.get('threads')} threads, isa "
+                  f"{roofs.get('isa')}; BLAS: {m.get('blas')}")
+
+
+def markdown_report(result: dict) -> str:
+    """The table as Markdown, with the roofs, the machine and the n² fit."""
+    roofs, m = result["roofs"], result.get("machine", {})
+    blas = m.get("blas", {})
+    lines = [f"Machine: {m.get('cpu')}, {roofs.get('threads')} threads, attncore ISA "
+             f"{roofs.get('isa')}; NumPy BLAS {blas.get('library')} {blas.get('version')} "
+             f"(kernel {blas.get('kernel')}); versions {m.get('versions')}.",
+             f"Roofs measured in the same run: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, "
+             f"streaming read {roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
+             f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s.", ""]
+    lines += ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    lines += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
+    fit = slopes(result)
+    if fit:
+        lines += ["", "Log-log slope of time vs n for n ≥ 1024: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in fit.items()) + "."]
+    return "\n".join(lines)

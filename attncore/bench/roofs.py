@@ -1,0 +1,69 @@
+"""The machine's roofs, measured with the kernels' own instructions in the same
+run as the benchmarks (the FMA-throughput and streaming-read probes of
+``csrc/probes.c`` and NumPy's sgemm), and what the machine is."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import numpy as np
+
+import attncore
+from attncore import _core
+from attncore.bench.peers import torch_available
+from attncore.bench.timing import best_time, quiesce_blas, threads
+
+
+def blas_info() -> dict:
+    """Which BLAS NumPy runs and which kernel it chose (OpenBLAS's 'architecture')."""
+    info = {"openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+    try:
+        from threadpoolctl import threadpool_info
+
+        for lib in threadpool_info():
+            if lib.get("user_api") == "blas":
+                info.update(library=lib.get("internal_api"), version=lib.get("version"),
+                            kernel=lib.get("architecture"), threads=lib.get("num_threads"))
+                break
+    except ImportError:
+        info["library"] = "unknown (threadpoolctl not installed)"
+    return info
+
+
+def measure_roofs(nthreads: int, quick: bool = False) -> dict:
+    """The machine's roofs, measured now with the kernels' own instructions."""
+    with threads(nthreads):
+        iters = 10_000_000  # ~0.1 s a call on a current core
+        flops = _core.probe_fma(iters, nthreads)
+        best = best_time(lambda: _core.probe_fma(iters, nthreads), min_time=0.3, max_reps=8,
+                         min_reps=3)
+        fma = flops / best / 1e9
+        buf = np.ones((64 if quick else 256) * 2**20 // 4, np.float32)  # far beyond the caches
+        nbytes = buf.nbytes
+        read = nbytes / best_time(lambda: _core.probe_read(buf, nthreads), min_time=0.3) / 1e9
+        del buf
+        a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+        sgemm = 2 * 2048**3 / best_time(lambda: a @ a, min_time=0.3) / 1e9
+        quiesce_blas()
+    return {"fma_gflops": fma, "read_gbs": read, "sgemm_gflops": sgemm, "isa": _core.isa(),
+            "threads": nthreads}
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = {"attncore": attncore.__version__, "numpy": np.__version__}
+    if torch_available():
+        import torch
+
+        versions["torch"] = torch.__version__
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "versions": versions, "blas": blas_info()}

@@ -1,0 +1,24 @@
+"""Teaching experiments: the facts an attention course states, run on the real
+kernels (scores, softmax and attention from the C core, never a second toy
+implementation), reproducible by seed, tabulated and drawn.
+
+Each function returns a :class:`Result` with ``.table()`` (a list of dict rows of
+plain Python values), ``.plot(ax=None)`` (matplotlib, labelled) and a readable repr.
+
+    formula  why the formula is what it is: scaling, normalizers, trace,
+             permutation, scorers, saturation, multihead
+    cost     what it costs on this machine: memory, causal, crossover,
+             regimes, family
+    result   the Result every experiment returns
+
+``import attncore`` does not import this package; ``attncore.teach`` does,
+on first use.
+"""
+
+from attncore.teach.cost import causal, crossover, family, memory, regimes
+from attncore.teach.formula import (_TRACE_K, _TRACE_Q, _TRACE_V, multihead,  # noqa: F401
+                                    normalizers, permutation, saturation, scaling, scorers, trace)
+from attncore.teach.result import Result
+
+__all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation", "causal",
+           "crossover", "scorers", "saturation", "regimes", "multihead", "family"]

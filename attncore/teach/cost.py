@@ -1,0 +1,204 @@
+"""Experiments on what attention costs, measured on this machine with the one
+timer of attncore.bench.timing: memory (why n²), the causal mask's skipped
+blocks (counted by the kernel), naive against blockwise, the two regimes on
+the roofline, and the family of variants."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import attncore
+from attncore.bench.timing import best_time, measure
+from attncore.teach.result import Result
+
+
+def _best_time(fn):
+    """The fastest of a warm-up and three timed calls."""
+    return best_time(fn, min_time=0.0, min_reps=3)
+
+
+# ---- why n² ----------------------------------------------------------------------
+
+
+def memory(ns=(512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072), heads=32,
+           d_head=128, bytes_per_value=2, measured=False):
+    """Why n²: the score table of one layer (n²·heads values) against the KV
+    cache that produced it (2·n·heads·d_head values); with ``measured`` also
+    the peak memory of real naive and blockwise calls (one head, d = 64,
+    float32) at the sizes that fit."""
+    from attncore._runtime import memory_limit
+
+    rows = []
+    rng = np.random.default_rng(0)
+    for n in ns:
+        row = {"n": n,
+               "scores_bytes_head": n * n * bytes_per_value,
+               "scores_bytes_layer": n * n * bytes_per_value * heads,
+               "kv_cache_bytes": 2 * n * heads * d_head * bytes_per_value}
+        row["ratio"] = row["scores_bytes_layer"] / row["kv_cache_bytes"]
+        if measured:
+            fits = 3 * n * n * 4 < memory_limit() // 4 and n <= 16384
+            for method in ("naive", "flash"):
+                peak = None
+                if fits or method == "flash":
+                    x = rng.standard_normal((n, 64), dtype=np.float32)
+                    peak = measure(attncore.attention, x, x, x, method=method, repeat=0).peak_bytes
+                row[f"measured_{method}_bytes"] = peak
+        rows.append(row)
+
+    def draw(ax):
+        n = [r["n"] for r in rows]
+        ax.loglog(n, [r["scores_bytes_layer"] for r in rows], "o-", label="score table, one layer")
+        ax.loglog(n, [r["kv_cache_bytes"] for r in rows], "s-", label="KV cache, one layer")
+        if measured:
+            for method, mk in (("naive", "^"), ("flash", "v")):
+                pts = [(r["n"], r[f"measured_{method}_bytes"]) for r in rows
+                       if r[f"measured_{method}_bytes"] is not None]
+                if pts:
+                    ax.loglog(*zip(*pts), mk + ":", label=f"measured peak, {method} (1 head)")
+        ax.set(xlabel="n (tokens)", ylabel="bytes")
+        ax.legend(fontsize=8)
+
+    return Result("memory", "why n²: the score table outgrows the KV cache", rows,
+                  {"heads": heads, "d_head": d_head, "bytes_per_value": bytes_per_value}, draw)
+
+
+# ---- what the causal mask does ---------------------------------------------------
+
+
+def causal(n=2048, d=64, heads=4, block=128, seed=0):
+    """The causal mask: each row still sums to 1, only n(n+1)/2 of the n² cells
+    do any work, and the blockwise kernel really skips the blocks above the
+    diagonal — counted by the kernel itself — which shows in the time."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+    small = rng.standard_normal((8, 4))
+    _, weights = attncore.attention(small, small, small, causal=True, method="naive",
+                                    return_weights=True)
+    nb = -(-n // block)
+    rows = []
+    for is_causal in (False, True):
+        counts = np.zeros(2, np.int64)  # the kernel adds (tiles computed, tiles masked)
+        attncore.attention(q, k, v, causal=is_causal, block_q=block, block_k=block,
+                           _block_counts=counts)
+        computed, masked = int(counts[0]), int(counts[1])
+        seconds = _best_time(lambda: attncore.attention(q, k, v, causal=is_causal,
+                                                        block_q=block, block_k=block))
+        rows.append({"mask": "causal" if is_causal else "full",
+                     "cells_working": n * (n + 1) // 2 if is_causal else n * n,
+                     "cells_total": n * n,
+                     "blocks_computed": computed // heads, "blocks_masked": masked // heads,
+                     "blocks_skipped": nb * nb - computed // heads, "blocks_total": nb * nb,
+                     "seconds": seconds})
+    facts = {"rows_sum_to_one_max_error": float(np.abs(weights.sum(-1) - 1).max()),
+             "mask_8x8": (weights > 0).astype(int),
+             "time_ratio_full_over_causal": rows[0]["seconds"] / rows[1]["seconds"]}
+
+    def draw(ax):
+        ax.imshow(weights, cmap="viridis")
+        ax.set(xlabel="key j", ylabel="query i")
+
+    return Result("causal", f"the causal mask: {rows[1]['blocks_skipped']} of {nb * nb} blocks "
+                  f"skipped at n={n}", rows, facts, draw)
+
+
+# ---- where the materialised table wins and loses ----------------------------------
+
+
+def crossover(ns=(64, 128, 256, 512, 1024, 2048, 4096), d=64, heads=4, seed=0):
+    """Naive (materialised) against blockwise attention on this machine: time
+    and peak memory vs n.  While the n×m table fits in cache the naive passes
+    are cheap; as it grows, its memory grows as n² and its time falls behind."""
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in ns:
+        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+        row = {"n": n}
+        for method in ("naive", "flash"):
+            row[f"{method}_seconds"] = _best_time(
+                lambda: attncore.attention(q, k, v, method=method))
+            row[f"{method}_peak_bytes"] = measure(attncore.attention, q, k, v, method=method,
+                                                  repeat=0).peak_bytes
+        row["naive_over_flash"] = row["naive_seconds"] / row["flash_seconds"]
+        rows.append(row)
+
+    def draw(ax):
+        n = [r["n"] for r in rows]
+        ax.loglog(n, [r["naive_seconds"] for r in rows], "s-", label="naive (materialised)")
+        ax.loglog(n, [r["flash_seconds"] for r in rows], "o-", label="blockwise")
+        ax.set(xlabel="n", ylabel="seconds")
+        ax.legend(fontsize=8)
+
+    return Result("crossover", "naive vs blockwise on this machine", rows,
+                  {"heads": heads, "d": d}, draw)
+
+
+# ---- compute-bound and bandwidth-bound ---------------------------------------------
+
+
+def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True):
+    """A prefill and a decode step placed on this machine's roofline, measured
+    now: prefill does ~n FLOPs per byte and is bound by the FMA units, decode
+    ~1 FLOP per byte and by the memory."""
+    from attncore import bench
+
+    roofs = bench.measure_roofs(attncore.get_num_threads(), quick=quick)
+    ridge = roofs["fma_gflops"] / roofs["read_gbs"]
+    cases = {"prefill": bench.Case(n_prefill, d, False, H=heads),
+             "decode": bench.Case(1, d, False, H=heads, regime="decode", keys=m_decode)}
+    rows = []
+    for name, case in cases.items():
+        inputs = bench.make_inputs(case)
+        seconds = _best_time(bench.runner("attncore-flash", case, inputs))
+        ai = case.flops / case.bytes("attncore-flash")
+        rows.append({"regime": name, "n": case.n, "m": case.m, "intensity": ai,
+                     "gflops": case.flops / seconds / 1e9,
+                     "gbs": case.bytes("attncore-flash") / seconds / 1e9,
+                     "bound": "compute" if ai > ridge else "bandwidth",
+                     "roof_gflops": min(roofs["fma_gflops"], ai * roofs["read_gbs"])})
+
+    def draw(ax):
+        ai = np.logspace(-1, 4, 200)
+        ax.loglog(ai, np.minimum(roofs["fma_gflops"], ai * roofs["read_gbs"]), "k-", label="roof")
+        for r in rows:
+            ax.scatter([r["intensity"]], [r["gflops"]], s=60, label=f"{r['regime']} (measured)")
+        ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="GFLOP/s")
+        ax.legend(fontsize=8)
+
+    return Result("regimes", "prefill is compute-bound, decode bandwidth-bound", rows,
+                  {"fma_gflops": roofs["fma_gflops"], "read_gbs": roofs["read_gbs"],
+                   "ridge_flop_per_byte": ridge}, draw)
+
+
+# ---- the family -------------------------------------------------------------------
+
+
+def family(ns=(256, 512, 1024, 2048, 4096), d=64, heads=4, window=256, seed=0):
+    """The members of the attention family on the same data, with their cost
+    measured against n: full (n² pairs), causal (n(n+1)/2), sliding window
+    (about n·w: the band), and linear attention (n·d² — no pairs at all, at the
+    price of replacing the softmax by a feature map)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in ns:
+        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+        members = {
+            "full": (lambda: attncore.attention(q, k, v), n * n),
+            "causal": (lambda: attncore.attention(q, k, v, causal=True), n * (n + 1) // 2),
+            f"window {window}": (lambda: attncore.attention(q, k, v, causal=True, window=window),
+                                 sum(min(i + 1, window) for i in range(n))),
+            "linear": (lambda: attncore.linear_attention(q, k, v, causal=True), 0),
+        }
+        for name, (fn, pairs) in members.items():
+            rows.append({"n": n, "member": name, "pairs": pairs, "seconds": _best_time(fn)})
+
+    def draw(ax):
+        for name in dict.fromkeys(r["member"] for r in rows):
+            pts = [(r["n"], r["seconds"]) for r in rows if r["member"] == name]
+            ax.loglog(*zip(*pts), "o-", label=name)
+        ax.set(xlabel="n", ylabel="seconds")
+        ax.legend(fontsize=8)
+
+    return Result("family", "the attention family: what each member costs as n grows", rows,
+                  {"d": d, "heads": heads, "window": window}, draw)
