@@ -23,6 +23,7 @@ cdef extern from "attncore.h" nogil:
         const int64_t *key_lengths
         const uint8_t *mask
         int64_t mask_stride[4]
+        const int64_t *mask_batch
         int64_t block_q, block_k
         int64_t *block_counts
         int split_kv
@@ -82,6 +83,7 @@ cdef extern from "attncore.h" nogil:
     void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k)
     int ac_openmp()
     int ac_max_threads()
+    int ac_single_after_fork()
     int64_t ac_workspace_peak()
     void ac_workspace_reset_peak()
 

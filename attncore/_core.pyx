@@ -81,17 +81,23 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
     cdef ac_attn_args a
     cdef const int64_t[::1] kl
     cdef const uint8_t[:, :, :, :] mk
+    cdef const int64_t[::1] mo
     a.causal = vis.causal
     a.window = vis.window
     a.key_lengths = NULL
     a.mask = NULL
+    a.mask_batch = NULL
     a.mask_stride[0] = a.mask_stride[1] = a.mask_stride[2] = a.mask_stride[3] = 0
     if vis.key_lengths is not None and vis.key_lengths.shape[0] > 0:
         kl = vis.key_lengths
         a.key_lengths = &kl[0]
     if vis.mask is not None and vis.mask.size > 0:
-        mk = vis.mask
+        # (B, H, n, m) view with its batch stride unused; each batch's plane
+        # at its own offset (vis keeps both alive)
+        mk = vis.mask4
+        mo = vis.mask_offsets
         a.mask = &mk[0, 0, 0, 0]
+        a.mask_batch = &mo[0]
         for i in range(4):
             a.mask_stride[i] = mk.strides[i]
     a.batch = q.shape[0]
@@ -349,6 +355,11 @@ def openmp():
 
 def max_threads():
     return ac_max_threads()
+
+
+def single_after_fork():
+    """True in a forked child whose parent ran several threads (one thread here)."""
+    return bool(ac_single_after_fork())
 
 
 def workspace_peak():

@@ -12,6 +12,18 @@ from attncore import _core, _isa
 
 _lock = threading.Lock()
 
+# The most threads a call may use.  A team far larger than the machine only
+# costs memory (each thread has its own stack), and libgomp ends the process
+# when it cannot start one, so the count is bounded here and checked up front.
+MAX_THREADS = 1024
+
+
+def _thread_count(n, what: str) -> int:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) \
+            or not 1 <= n <= MAX_THREADS:
+        raise ValueError(f"{what} must be a positive integer (at most {MAX_THREADS}), got {n!r}")
+    return int(n)
+
 
 def _default_threads() -> int:
     env = os.environ.get("ATTNCORE_NUM_THREADS")
@@ -19,11 +31,8 @@ def _default_threads() -> int:
         try:
             n = int(env)
         except ValueError:
-            raise ValueError(
-                f"ATTNCORE_NUM_THREADS must be a positive integer, got {env!r}") from None
-        if n < 1:
-            raise ValueError(f"ATTNCORE_NUM_THREADS must be a positive integer, got {env!r}")
-        return n
+            n = 0
+        return _thread_count(n if n >= 1 else env, "ATTNCORE_NUM_THREADS")
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -31,25 +40,58 @@ def _default_threads() -> int:
 
 
 _num_threads = _default_threads()
+_started = 1  # the largest team this process has shown it can start
+
+
+def _can_start(n: int) -> None:
+    """Start n - 1 threads that live at the same time, as a team would, then
+    end them; RuntimeError if the system refuses (a memory or process limit).
+    libgomp, meeting the same refusal inside a call, would end the process."""
+    global _started
+    if n <= _started:
+        return
+    go = threading.Event()
+    started = []
+    try:
+        for _ in range(n - 1):
+            t = threading.Thread(target=go.wait, daemon=True)
+            t.start()
+            started.append(t)
+    except RuntimeError as e:
+        raise RuntimeError(f"set_num_threads({n}): the system started only {len(started) + 1} "
+                           f"threads ({e}); the thread count is unchanged") from None
+    finally:
+        go.set()
+        for t in started:
+            t.join()
+    _started = n
 
 
 def set_num_threads(n: int) -> None:
-    """Set the number of OpenMP threads every later call uses (n >= 1).
+    """Set the number of OpenMP threads every later call uses, 1 ≤ n ≤ MAX_THREADS (1024).
 
-    Calls already running keep the count they started with.  Without OpenMP
-    the core runs on one thread whatever is set here.
+    Calls already running keep the count they started with.  The threads are
+    tried first: if the system cannot start n at once (a memory or process
+    limit), this raises RuntimeError and nothing changes.  Without OpenMP the
+    core runs on one thread whatever is set here; so does a child made by
+    fork() after this process ran several threads (see get_num_threads).
     """
     global _num_threads
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    n = _thread_count(n, "n")
+    _can_start(n)
     with _lock:
-        _num_threads = int(n)
+        _num_threads = n
 
 
 def get_num_threads() -> int:
     """The thread count calls use: set_num_threads(), else ATTNCORE_NUM_THREADS,
-    else the CPUs this process may run on."""
-    return _num_threads
+    else the CPUs this process may run on.
+
+    1 in a child made by fork() once the parent had run a call on several
+    threads: GNU OpenMP's idle threads do not survive fork(), and a team of
+    several would wait for them forever, so the core runs such a child on one
+    thread (a spawned or forkserver child is a fresh process and keeps them)."""
+    return 1 if _core.single_after_fork() else _num_threads
 
 
 def info() -> dict[str, object]:
@@ -93,3 +135,12 @@ def memory_limit() -> int:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 2**63 - 1
+
+
+def _fresh_lock_after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()  # one another thread held at fork() would stay held
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock_after_fork)

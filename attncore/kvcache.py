@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -32,7 +35,16 @@ class KVCache:
         float16 halves the bytes a decode step reads; queries are then float32.
     capacity : int
         Initial capacity in tokens.
+
+    Threads.  A cache may be shared between threads.  Each :meth:`append`
+    lands whole, in the order the appends take the cache's lock (held only
+    while the new rows are copied in); :meth:`attend`, :attr:`keys` and
+    :attr:`values` see a snapshot taken under the same lock: the rows present
+    at that moment, keys and values of the same length, which later appends
+    never change (they write only rows past it, or into a new buffer).
     """
+
+    _live: weakref.WeakSet = weakref.WeakSet()  # for the locks after fork()
 
     def __init__(self, kv_heads: int, head_dim: int, *, batch: tuple[int, ...] = (),
                  value_dim: int | None = None, dtype: DTypeLike = np.float32,
@@ -44,11 +56,13 @@ class KVCache:
         self.head_dim = V.positive_int(head_dim, "head_dim")
         self.value_dim = V.positive_int(head_dim if value_dim is None else value_dim, "value_dim")
         capacity = V.positive_int(capacity, "capacity")
-        self.batch = tuple(int(b) for b in batch)
+        self.batch = V.dims(batch, "batch")
         self.dtype = dtype
         self._k = np.empty(self.batch + (self.kv_heads, capacity, self.head_dim), dtype)
         self._v = np.empty(self.batch + (self.kv_heads, capacity, self.value_dim), dtype)
         self._len = 0
+        self._lock = threading.Lock()
+        KVCache._live.add(self)
 
     def __len__(self) -> int:
         return self._len
@@ -57,19 +71,23 @@ class KVCache:
     def capacity(self) -> int:
         return self._k.shape[-2]
 
+    def _snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        """Read-only views of the filled keys and values, taken together."""
+        with self._lock:
+            k, v = self._k[..., : self._len, :], self._v[..., : self._len, :]
+        k.flags.writeable = False
+        v.flags.writeable = False
+        return k, v
+
     @property
     def keys(self) -> np.ndarray:
         """The filled keys, (*batch, kv_heads, len, head_dim): a read-only view."""
-        view = self._k[..., : self._len, :]
-        view.flags.writeable = False
-        return view
+        return self._snapshot()[0]
 
     @property
     def values(self) -> np.ndarray:
         """The filled values, (*batch, kv_heads, len, value_dim): a read-only view."""
-        view = self._v[..., : self._len, :]
-        view.flags.writeable = False
-        return view
+        return self._snapshot()[1]
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -96,11 +114,12 @@ class KVCache:
         t = k.shape[-2]
         if v.shape[-2] != t:
             raise ValueError(f"k has {t} tokens but v has {v.shape[-2]}")
-        if self._len + t > self.capacity:
-            self._grow(self._len + t)
-        self._k[..., self._len : self._len + t, :] = k
-        self._v[..., self._len : self._len + t, :] = v
-        self._len += t
+        with self._lock:
+            if self._len + t > self.capacity:
+                self._grow(self._len + t)
+            self._k[..., self._len : self._len + t, :] = k
+            self._v[..., self._len : self._len + t, :] = v
+            self._len += t
 
     def attend(self, q: ArrayLike, causal: bool = True, **kwargs: Any) -> Any:
         """attention(q, keys, values, causal=causal, **kwargs) over the filled cache.
@@ -109,9 +128,20 @@ class KVCache:
         multiple of kv_heads); causal is bottom-right aligned, so query i
         sees the cached keys and the new ones up to itself.
         """
-        return attention(q, self.keys, self.values, causal=causal, **kwargs)
+        keys, values = self._snapshot()
+        return attention(q, keys, values, causal=causal, **kwargs)
 
     def __repr__(self) -> str:
         return (f"KVCache(batch={self.batch}, kv_heads={self.kv_heads}, head_dim={self.head_dim}, "
                 f"value_dim={self.value_dim}, dtype={self.dtype}, len={self._len}, "
                 f"capacity={self.capacity})")
+
+
+def _fresh_locks_after_fork() -> None:
+    # a lock another thread held at fork() would stay held in the child
+    for cache in list(KVCache._live):
+        cache._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks_after_fork)

@@ -36,7 +36,7 @@ def _visible(p: V.Problem, vis: V.Visibility) -> np.ndarray:
         if vis.window:
             seen = seen & (j > i + (mb - n) - vis.window)
     if vis.mask is not None:
-        seen = seen & vis.mask.astype(bool)
+        seen = seen & vis.full_mask((B, H, n, m))
     return seen
 
 

@@ -53,6 +53,9 @@ typedef struct {
     const int64_t *key_lengths;     /* (batch): keys j >= key_lengths[b] hidden; or NULL */
     const uint8_t *mask;            /* boolean (batch, head, n, m) view, 1 = may attend; or NULL */
     int64_t mask_stride[4];         /* its strides in bytes (0 where it broadcasts) */
+    const int64_t *mask_batch;      /* NULL, or (batch) byte offsets of each batch's plane from
+                                       `mask`, replacing b * mask_stride[0]: a mask broadcast
+                                       over some of several batch dims, read in place */
     int64_t block_q, block_k;       /* blockwise tile sizes; 0 = the tuned default */
     int64_t *block_counts;          /* NULL, or 2 counters the blockwise kernel adds to:
                                        [0] (Q block, K block) tiles computed, [1] of them
@@ -157,6 +160,9 @@ int ac_isa_supported(const char *name);
 void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k);
 int ac_openmp(void);         /* 1 when built with OpenMP */
 int ac_max_threads(void);    /* omp_get_max_threads(), or 1 */
+/* 1 in a child made by fork() after this process ran a team of several
+ * threads: every call there runs on one thread (runtime.c says why). */
+int ac_single_after_fork(void);
 
 /* Workspace accounting: every buffer the core allocates for itself (score
  * tables, per-thread tiles) is counted, so callers can read the peak. */

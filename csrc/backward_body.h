@@ -58,22 +58,27 @@ static void transpose(const real *x, int64_t rows, int64_t cols, int64_t ldx, re
         for (int64_t c = 0; c < cols; c++) y[c * rows + r] = x[r * ldx + c];
 }
 
-/* What both passes read.  Packed K and V block t = (b·Hkv + hk)·nkb + kb
- * lie pk and pv values apart. */
+/* What both passes read.  Only the K blocks inside the band are packed
+ * (pack_band): slot t = (b·Hkv + hk)·nband + i holds block kb0[b] + i, the
+ * packed K and V slots pk and pv values apart. */
 typedef struct {
     const real *q, *k, *lse, *dout; /* the inputs (out is only in D) */
-    const real *kpack, *vpack;      /* packed K and V blocks */
+    const real *kpack, *vpack;      /* packed K and V blocks of the band */
     const real *D;                  /* (B, H, n) rowsum(dO ∘ O) */
-    int64_t bq, bk, nqb, nkb, pk, pv;
+    const int64_t *kb0, *kb1;       /* each batch's band of K blocks */
+    int64_t bq, bk, nqb, nband, pk, pv;
 } bwd_plan;
 
-/* Pass A, task t: the rows of dK and dV of one (batch, kv head, K block),
- * summed over every Q block of every query head of its GQA group. */
+/* Pass A, slot t: the rows of dK and dV of one (batch, kv head, K block of
+ * the band), summed over every Q block of every query head of its GQA group.
+ * (The rows of K outside every band keep the zero gradient they start with.) */
 static void dkdv_block(const ac_kernels *K, const ac_attn_args *a, const bwd_plan *P, int64_t t,
                        const bwd_scratch *w, real *dk, real *dv, ac_stop *stop) {
     const int64_t H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m, g = H / Hkv;
-    const int64_t dkk = a->dk, dvv = a->dv, bq = P->bq, bk = P->bk, nkb = P->nkb;
-    const int64_t b = t / (Hkv * nkb), hk = t / nkb % Hkv, kb = t % nkb, j0 = kb * bk;
+    const int64_t dkk = a->dk, dvv = a->dv, bq = P->bq, bk = P->bk, nband = P->nband;
+    const int64_t b = t / (Hkv * nband), hk = t / nband % Hkv, kb = P->kb0[b] + t % nband;
+    if (kb >= P->kb1[b]) return; /* an unused slot */
+    const int64_t j0 = kb * bk;
     const int64_t cols = m - j0 < bk ? m - j0 : bk;
     real *dkb = dk + ((b * Hkv + hk) * m + j0) * dkk; /* (cols, dk) */
     real *dvb = dv + ((b * Hkv + hk) * m + j0) * dvv; /* (cols, dv) */
@@ -121,7 +126,7 @@ static void dq_block(const ac_kernels *K, const ac_attn_args *a, const bwd_plan 
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
         const int64_t cols = m - j0 < bk ? m - j0 : bk;
-        const int64_t pt = (b * Hkv + hk) * P->nkb + j0 / bk;
+        const int64_t pt = (b * Hkv + hk) * P->nband + j0 / bk - P->kb0[b];
         bwd_p(K, a, &vis, qb_, P->kpack + pt * P->pk, cols, P->lse + hb * n + i0, i0, rows, j0,
               cols, bk, w->p);
         bwd_ds(K, a, dob, P->vpack + pt * P->pv, cols, P->D + hb * n + i0, rows, cols, bk, w->p,
@@ -149,25 +154,31 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
     const ac_kernels *K = ac_kernels_active();
     int64_t bq, bk;
     ac_tile_sizes(a, (int)sizeof(real), AC_TILES_BACKWARD, &bq, &bk);
-    const int64_t nqb = (n + bq - 1) / bq, nkb = (m + bk - 1) / bk;
+    const int64_t nqb = (n + bq - 1) / bq;
+    int64_t *kb0 = ac_ws_alloc(2 * B, sizeof(int64_t)); /* each batch's band of K blocks */
+    if (!kb0) return AC_ENOMEM;
+    int64_t *kb1 = kb0 + B;
+    const int64_t nband = band_blocks(a, bk, kb0, kb1);
     const int64_t pk = ac_kpack_size(K, bk, dkk), pv = ac_kpack_size(K, bk, dvv);
-    const int64_t npack = B * Hkv * nkb, nD = B * H * n;
-    int64_t nkp, nvp, scratch;
-    if (!ac_mul(npack, pk, &nkp) || !ac_mul(npack, pv, &nvp) || !ac_mul(3 * bq, bk, &scratch))
-        return AC_ENOMEM;
-    real *kpack = ac_ws_alloc(nkp, sizeof(real));
-    real *vpack = ac_ws_alloc(nvp, sizeof(real));
-    real *D = ac_ws_alloc(nD, sizeof(real));
+    const int64_t npack = B * Hkv * nband, nD = B * H * n;
+    int64_t nkp = 0, nvp = 0, scratch = 0;
+    real *kpack = NULL, *vpack = NULL, *D = NULL;
+    if (ac_mul(npack, pk, &nkp) && ac_mul(npack, pv, &nvp) && ac_mul(3 * bq, bk, &scratch)) {
+        kpack = ac_ws_alloc(nkp, sizeof(real));
+        vpack = ac_ws_alloc(nvp, sizeof(real));
+        D = ac_ws_alloc(nD, sizeof(real));
+    }
     int failed = !kpack || !vpack || !D;
     ac_stop stop;
     ac_stop_init(&stop, a);
-    const bwd_plan plan = {q, k, lse, dout, kpack, vpack, D, bq, bk, nqb, nkb, pk, pv};
+    const bwd_plan plan = {q, k, lse, dout, kpack, vpack, D, kb0, kb1, bq, bk, nqb, nband, pk,
+                           pv};
     if (failed) goto done;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        pack_all(K, a, k, a->k_stride, dkk, bk, pk, kpack);
-        pack_all(K, a, v, a->v_stride, dvv, bk, pv, vpack);
+        pack_band(K, a, k, a->k_stride, dkk, bk, pk, kb0, kb1, nband, kpack, &stop);
+        pack_band(K, a, v, a->v_stride, dvv, bk, pv, kb0, kb1, nband, vpack, &stop);
         #pragma omp for schedule(static)
         for (int64_t r = 0; r < nD; r++) { /* D = rowsum(dO ∘ O) */
             real acc = 0;
@@ -180,7 +191,7 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
             failed = 1;
         }
         const bwd_scratch w = {ws, ws ? ws + bq * bk : NULL, ws ? ws + 2 * bq * bk : NULL};
-        /* pass A: dK and dV, one (batch, kv head, K block) a task */
+        /* pass A: dK and dV, one (batch, kv head, K block of the band) a task */
         #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < npack; t++)
             if (ws && !ac_stop_poll(&stop)) dkdv_block(K, a, &plan, t, &w, dk, dv, &stop);
@@ -194,5 +205,6 @@ done:
     ac_ws_free(kpack, nkp, sizeof(real));
     ac_ws_free(vpack, nvp, sizeof(real));
     ac_ws_free(D, nD, sizeof(real));
+    ac_ws_free(kb0, 2 * B, sizeof(int64_t));
     return ac_status_of(failed, &stop);
 }

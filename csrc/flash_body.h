@@ -21,8 +21,9 @@
  * at the last key any row of the block can see), nor, with a window, those
  * wholly below the band, so the cost grows as n·w; only blocks crossing an
  * edge of the band (or under a boolean mask) are masked.  Memory: one
- * (bq, bk) tile and 3·bq numbers per thread, and one packed copy of K (laid
- * out for the micro-kernel) per call.
+ * (bq, bk) tile and 3·bq numbers per thread, and one packed copy (laid out
+ * for the micro-kernel) of the K blocks inside the band, per call: O(m·d)
+ * in general, O((n + w)·d) under a window, whatever m is.
  *
  * Needs tiles_body.h and decode_body.h included before it.
  */
@@ -39,9 +40,10 @@ typedef struct {
 typedef struct {
     int64_t i0, rows;          /* query rows [i0, i0 + rows) */
     const real *q;             /* (rows, dk), rows a->q_stride[2] apart */
-    const real *kp;            /* the kv head's packed K blocks, psize values apart */
+    const real *kp;            /* the kv head's packed band of K blocks, psize values apart */
     const kvreal *v;           /* the kv head's V (m, dv), rows a->v_stride[2] apart */
-    const unsigned char *vfin; /* is each of the kv head's V blocks finite? */
+    const unsigned char *vfin; /* is each V block of the band finite? */
+    int64_t kb0;               /* the band's first block: kp and vfin start there */
     real *out, *lse;           /* (rows, dv) and (rows) or NULL */
 } flash_task;
 
@@ -73,7 +75,7 @@ static flash_counts flash_block(const ac_kernels *K, const ac_attn_args *a, cons
         counts.edges += edge;
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = -INFINITY;
-        K->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk) * psize,
+        K->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk - t->kb0) * psize,
                   m - j0 < bk ? m - j0 : bk, scale, w->s, bk, edge ? NULL : w->bmax);
         if (edge) { /* a block on the diagonal or the band's edge: mask, then take the maxima */
             mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
@@ -83,7 +85,7 @@ static flash_counts flash_block(const ac_kernels *K, const ac_attn_args *a, cons
         online_update(K, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv);
         /* pass 3: accumulate P·V */
         pv_tile(K, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv, t->out,
-                dv, t->vfin[j0 / bk]);
+                dv, t->vfin[j0 / bk - t->kb0]);
     }
     online_finish(rows, w->mi, w->li, t->out, dv, t->lse);
     return counts;
@@ -100,18 +102,26 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     int64_t bq, bk;
     ac_tile_sizes(a, (int)sizeof(real), AC_TILES_FLASH, &bq, &bk); /* tiles hold reals */
     const int64_t Hkv = a->kv_heads, group = H / Hkv, nqb = (n + bq - 1) / bq;
-    const int64_t nkb = (m + bk - 1) / bk, ntasks = a->batch * H * nqb;
+    const int64_t ntasks = a->batch * H * nqb;
+    /* The K blocks of each batch's band, packed once, up front, in the
+     * parallel region: shared by all Q blocks (and all query heads of a GQA
+     * group).  kb0/kb1: each batch's band of blocks. */
+    int64_t *kb0 = ac_ws_alloc(2 * a->batch, sizeof(int64_t));
+    if (!kb0) return AC_ENOMEM;
+    int64_t *kb1 = kb0 + a->batch;
+    const int64_t nband = band_blocks(a, bk, kb0, kb1);
+    const int64_t psize = ac_kpack_size(K, bk, a->dk), npack = a->batch * Hkv * nband;
     int64_t scratch, packed;
-    /* Every K block packed once, up front: a copy the size of K, O(m·d), that
-     * all Q blocks (and all query heads of a GQA group) then share. */
-    const int64_t psize = ac_kpack_size(K, bk, a->dk), npack = a->batch * Hkv * nkb;
-    if (!ac_muladd(bq, bk, 3 * bq, &scratch) || !ac_mul(npack > 0 ? npack : 1, psize, &packed))
-        return AC_ENOMEM;
-    real *kpack = ac_ws_alloc(packed, sizeof(real));
-    unsigned char *vfin = ac_ws_alloc(npack > 0 ? npack : 1, 1); /* is V block t finite? */
+    real *kpack = NULL;
+    unsigned char *vfin = NULL; /* is V block t finite? */
+    if (ac_muladd(bq, bk, 3 * bq, &scratch) && ac_mul(npack > 0 ? npack : 1, psize, &packed)) {
+        kpack = ac_ws_alloc(packed, sizeof(real));
+        vfin = ac_ws_alloc(npack > 0 ? npack : 1, 1);
+    }
     if (!kpack || !vfin) {
-        ac_ws_free(kpack, packed, sizeof(real));
-        ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
+        if (kpack) ac_ws_free(kpack, packed, sizeof(real));
+        if (vfin) ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
+        ac_ws_free(kb0, 2 * a->batch, sizeof(int64_t));
         return AC_ENOMEM;
     }
     int failed = 0;
@@ -120,11 +130,13 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        pack_all(K, a, k, a->k_stride, a->dk, bk, psize, kpack);
+        pack_band(K, a, k, a->k_stride, a->dk, bk, psize, kb0, kb1, nband, kpack, &stop);
         #pragma omp for schedule(static)
         for (int64_t t = 0; t < npack; t++) {
-            const int64_t j0 = t % nkb * bk, cols = m - j0 < bk ? m - j0 : bk;
-            const kvreal *vh = kv_head(v, a->v_stride, t / (Hkv * nkb), t / nkb % Hkv);
+            const int64_t b = t / (Hkv * nband), j0 = (kb0[b] + t % nband) * bk;
+            if (j0 >= kb1[b] * bk) continue;
+            const int64_t cols = m - j0 < bk ? m - j0 : bk;
+            const kvreal *vh = kv_head(v, a->v_stride, b, t / nband % Hkv);
             vfin[t] = (unsigned char)all_finite(vh + j0 * a->v_stride[2], cols, dv,
                                                 a->v_stride[2]);
         }
@@ -145,9 +157,10 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
                 .i0 = i0,
                 .rows = n - i0 < bq ? n - i0 : bq,
                 .q = q_head(q, a->q_stride, b, h) + i0 * a->q_stride[2],
-                .kp = kpack + (b * Hkv + hk) * nkb * psize,
+                .kp = kpack + (b * Hkv + hk) * nband * psize,
                 .v = kv_head(v, a->v_stride, b, hk),
-                .vfin = vfin + (b * Hkv + hk) * nkb,
+                .vfin = vfin + (b * Hkv + hk) * nband,
+                .kb0 = kb0[b],
                 .out = out + (hb * n + i0) * dv,
                 .lse = lse ? lse + hb * n + i0 : NULL,
             };
@@ -165,5 +178,6 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     }
     ac_ws_free(kpack, packed, sizeof(real));
     ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
+    ac_ws_free(kb0, 2 * a->batch, sizeof(int64_t));
     return ac_status_of(failed, &stop);
 }

@@ -187,6 +187,11 @@ typedef struct {
     int64_t mask_rs, mask_cs; /* its strides in bytes */
 } ac_vis;
 
+/* Where batch b's mask starts (the mask must not be NULL). */
+static inline const uint8_t *ac_mask_plane(const ac_attn_args *a, int64_t b) {
+    return a->mask + (a->mask_batch ? a->mask_batch[b] : b * a->mask_stride[0]);
+}
+
 static inline void ac_vis_init(ac_vis *v, const ac_attn_args *a, int64_t b, int64_t h) {
     v->n = a->n;
     v->m = a->m;
@@ -196,7 +201,7 @@ static inline void ac_vis_init(ac_vis *v, const ac_attn_args *a, int64_t b, int6
     }
     v->causal = a->causal;
     v->window = a->causal ? a->window : 0;
-    v->mask = a->mask ? a->mask + b * a->mask_stride[0] + h * a->mask_stride[1] : NULL;
+    v->mask = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1] : NULL;
     v->mask_rs = a->mask_stride[2];
     v->mask_cs = a->mask_stride[3];
 }
@@ -244,6 +249,10 @@ void ac_tile_sizes(const ac_attn_args *a, int real_bytes, ac_tiles_use use, int6
 #define AC_DECODE_TASKS 16 /* tasks a decode step aims for (4 each for 4 threads) */
 int ac_decode_applies(const ac_attn_args *a);
 
-#define AC_NUM_THREADS(nt) ((nt) > 0 ? (nt) : ac_max_threads())
+/* The team a parallel region asks for: nt, or the OpenMP default for nt <= 0,
+ * and 1 in a child made by fork() after this process ran a team of several
+ * threads (runtime.c: GNU OpenMP's pool does not survive fork). */
+int ac_team_size(int nt);
+#define AC_NUM_THREADS(nt) ac_team_size(nt)
 
 #endif

@@ -50,7 +50,7 @@ int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const fl
             const float *qh = q + b * a->q_stride[0] + h * a->q_stride[1];           /* (n, dk) */
             const float *kh = k + b * a->k_stride[0] + h / group * a->k_stride[1];   /* (m, dk) */
             const float *vh = v + b * a->v_stride[0] + h / group * a->v_stride[1];   /* (m, dv) */
-            const uint8_t *mh = a->mask ? a->mask + b * a->mask_stride[0] + h * a->mask_stride[1]
+            const uint8_t *mh = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1]
                                         : NULL;                                     /* (n, m) */
             float *oh = out + (b * H + h) * n * dv;                                 /* (n, dv) */
             for (int64_t i = 0; i < n; i++) {
@@ -122,7 +122,7 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
             const double *qh = q + b * a->q_stride[0] + h * a->q_stride[1];          /* (n, dk) */
             const double *kh = k + b * a->k_stride[0] + h / group * a->k_stride[1];  /* (m, dk) */
             const double *vh = v + b * a->v_stride[0] + h / group * a->v_stride[1];  /* (m, dv) */
-            const uint8_t *mh = a->mask ? a->mask + b * a->mask_stride[0] + h * a->mask_stride[1]
+            const uint8_t *mh = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1]
                                         : NULL;                                     /* (n, m) */
             double *oh = out + (b * H + h) * n * dv;                                /* (n, dv) */
             for (int64_t i = 0; i < n; i++) {

@@ -7,6 +7,10 @@
 
 #include "internal.h"
 
+#if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
+#include <pthread.h> /* pthread_atfork: see "threads and fork()" below */
+#endif
+
 /* ---- ISA dispatch ------------------------------------------------------ */
 
 /* Every kernel set compiled in, best first.  An entry is usable when the CPU
@@ -132,6 +136,39 @@ int ac_max_threads(void) {
     return 1;
 #endif
 }
+
+/* ---- threads and fork() -------------------------------------------------
+ * GNU OpenMP keeps the threads of a team alive between parallel regions and
+ * does not register a fork handler: in a child made by fork() those threads
+ * are gone, but libgomp believes they wait for work, and the first region of
+ * several threads waits for them forever (the hang of a forked worker).  A
+ * region of one thread does not touch the pool.  So once this process has
+ * run a team of more than one thread, a forked child (and its children) runs
+ * every call on one thread: correct, never hung, and what a process pool of
+ * workers wants anyway.  A child started by spawn or forkserver is a fresh
+ * process and keeps its threads. */
+static _Atomic int team_started = 0, forked_single = 0;
+
+#if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
+static void after_fork_in_child(void) {
+    if (atomic_load(&team_started)) atomic_store(&forked_single, 1);
+}
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+static void register_fork_handler(void) { pthread_atfork(NULL, NULL, after_fork_in_child); }
+#endif
+
+int ac_team_size(int nt) {
+#if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
+    pthread_once(&fork_handler_once, register_fork_handler);
+#endif
+    if (atomic_load_explicit(&forked_single, memory_order_relaxed)) return 1;
+    if (nt <= 0) nt = ac_max_threads();
+    if (nt > 1 && !atomic_load_explicit(&team_started, memory_order_relaxed))
+        atomic_store(&team_started, 1);
+    return nt;
+}
+
+int ac_single_after_fork(void) { return atomic_load(&forked_single); }
 
 /* ---- workspace accounting ---------------------------------------------- */
 

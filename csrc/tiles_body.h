@@ -196,15 +196,39 @@ static inline void pack_block(const ac_kernels *K, const kvreal *x, int64_t ld, 
     K->KV_OPS.pack(m - j0 < bk ? m - j0 : bk, d, x + j0 * ld, ld, dst);
 }
 
-/* Inside a parallel region, the team packs every block of every (batch, kv
- * head) of x (strides as in ac_attn_args): block t = (b·Hkv + hk)·nkb + kb
- * lands at dst + t·psize. */
-static inline void pack_all(const ac_kernels *K, const ac_attn_args *a, const kvreal *x,
-                            const int64_t stride[3], int64_t d, int64_t bk, int64_t psize,
-                            real *dst) {
-    const int64_t Hkv = a->kv_heads, nkb = (a->m + bk - 1) / bk;
+/* The K blocks some query row of batch b can see: [kb0[b], kb1[b]), the
+ * causal and window band (a boolean mask does not narrow it; key_lengths
+ * does).  Returns the most blocks any batch has: the slots to pack per kv
+ * head.  Only these are packed, so a narrow window over a long K costs and
+ * holds O(band), not O(m). */
+static inline int64_t band_blocks(const ac_attn_args *a, int64_t bk, int64_t *kb0,
+                                  int64_t *kb1) {
+    int64_t most = 0;
+    for (int64_t b = 0; b < a->batch; b++) {
+        ac_vis vis;
+        ac_vis_init(&vis, a, b, 0); /* the band is the same for every head */
+        const int64_t lo = ac_vis_lo(&vis, 0), hi = ac_vis_hi(&vis, a->n - 1);
+        kb0[b] = lo / bk;
+        kb1[b] = hi > lo ? (hi + bk - 1) / bk : kb0[b];
+        if (kb1[b] - kb0[b] > most) most = kb1[b] - kb0[b];
+    }
+    return most;
+}
+
+/* Inside a parallel region, the team packs the band of every (batch, kv
+ * head) of x (strides as in ac_attn_args): slot t = (b·Hkv + hk)·nband + i
+ * holds block kb0[b] + i, at dst + t·psize; slots past kb1[b] stay unused.
+ * Polled, as a long K takes a while to pack. */
+static inline void pack_band(const ac_kernels *K, const ac_attn_args *a, const kvreal *x,
+                             const int64_t stride[3], int64_t d, int64_t bk, int64_t psize,
+                             const int64_t *kb0, const int64_t *kb1, int64_t nband, real *dst,
+                             ac_stop *stop) {
+    const int64_t Hkv = a->kv_heads;
     #pragma omp for schedule(static)
-    for (int64_t t = 0; t < a->batch * Hkv * nkb; t++)
-        pack_block(K, kv_head(x, stride, t / (Hkv * nkb), t / nkb % Hkv), stride[2], a->m, d, bk,
-                   t % nkb, dst + t * psize);
+    for (int64_t t = 0; t < a->batch * Hkv * nband; t++) {
+        const int64_t b = t / (Hkv * nband), kb = kb0[b] + t % nband;
+        if (kb >= kb1[b] || ac_stop_poll(stop)) continue;
+        pack_block(K, kv_head(x, stride, b, t / nband % Hkv), stride[2], a->m, d, bk, kb,
+                   dst + t * psize);
+    }
 }

@@ -1,5 +1,6 @@
 """The attncore command, info(), and what the build promised."""
 
+import os
 import subprocess
 import sys
 
@@ -74,3 +75,22 @@ def test_workspace_peak_grows_as_n_squared_for_naive_only():
     # flash holds the output, lse and per-thread tiles: linear in n
     assert peaks["flash", 512] / peaks["flash", 256] < 2.2
     assert peaks["flash", 512] < 4 * 512 * 512 / 4
+
+
+def test_the_suite_runs_on_the_numpy_floor_in_ci():
+    """pyproject.toml's numpy floor is tested: .ci/run installs exactly that
+    minor release in a second virtualenv and runs the suite with
+    ATTNCORE_NUMPY_FLOOR set, which this test then holds it to."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    floor = next(re.fullmatch(r"numpy>=([0-9.]+)", d.replace(" ", "")).group(1)
+                 for d in deps if d.replace(" ", "").startswith("numpy>="))
+    have = tuple(int(x) for x in re.findall(r"\d+", np.__version__)[:2])
+    assert have >= tuple(int(x) for x in floor.split(".")[:2])
+    if os.environ.get("ATTNCORE_NUMPY_FLOOR"):
+        assert os.environ["ATTNCORE_NUMPY_FLOOR"] == floor
+        assert np.__version__.startswith(floor + "."), np.__version__

@@ -93,10 +93,14 @@ def long_call(name):
     if name == "linear":
         q = r(4, 131072, 64)
         return lambda: attncore.linear_attention(q, q, q)
+    if name == "flash-long-k":  # a few rows over 2^21 keys: most of the time packs K
+        q, k = r(1, 33, 64), np.ones((1, 2**21, 64), np.float32)
+        return lambda: attncore.attention(q, k, k, causal=True)
     raise KeyError(name)
 
 
-LONG_CALLS = ("flash", "flash-causal-float64", "naive", "scores", "backward", "linear")
+LONG_CALLS = ("flash", "flash-causal-float64", "naive", "scores", "backward", "linear",
+              "flash-long-k")
 
 
 @pytest.mark.parametrize("name", sorted(LONG_CALLS))

@@ -1,0 +1,285 @@
+"""Arrays in the core's terms: the shape contract and the visibility rules.
+
+`problem` turns q, k (and v) into a `Problem`: 4-D views (batch, head, row,
+column) in one native float dtype with the last axis contiguous, ready for
+the core.  `visibility` turns causal / window / mask / key_lengths into a
+`Visibility`, a mask read through its strides and never expanded.  The small
+checks they are made of (a float array, a positive int, a scale) are here
+too; attncore._validate builds one check per entry point from them.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+HALF = np.dtype(np.float16)
+_INT64_MAX = 2**63 - 1
+
+
+def as_float_array(x, name: str, half: bool = False) -> np.ndarray:
+    """np.asarray(x), refusing anything but float32/float64 (and float16 when
+    `half`) with a TypeError."""
+    a = np.asarray(x)
+    dt = a.dtype.newbyteorder("=")
+    if dt not in FLOAT_DTYPES and not (half and dt == HALF):
+        allowed = "float32, float64 or float16" if half else "float32 or float64"
+        raise TypeError(f"{name} must be {allowed}, got dtype {a.dtype}")
+    return a
+
+
+def common_dtype(**arrays: np.ndarray) -> np.dtype:
+    kinds = {a.dtype.newbyteorder("=") for a in arrays.values()}
+    if len(kinds) > 1:
+        got = ", ".join(f"{k} {a.dtype}" for k, a in arrays.items())
+        raise TypeError(f"{', '.join(arrays)} must share one dtype, got {got}")
+    return kinds.pop()
+
+
+def fast_layout(a: np.ndarray) -> np.ndarray:
+    """The layout the C core reads: native byte order, aligned, last axis
+    contiguous, strides whole elements.  Anything else is copied once."""
+    if not a.dtype.isnative:
+        return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("=")))
+    if (
+        not a.flags.aligned
+        or (a.ndim and a.strides[-1] != a.itemsize)
+        or any(s % a.itemsize for s in a.strides)
+    ):
+        # a fresh array (ascontiguousarray would hand back an unaligned
+        # C-contiguous input as it is)
+        return np.array(a, order="C")
+    return a
+
+
+def positive_scale(scale, dk: int) -> float:
+    if scale is None:
+        if dk == 0:
+            raise ValueError("scale=None means 1/sqrt(d_k), but d_k is 0: pass scale explicitly")
+        return 1.0 / math.sqrt(dk)
+    if isinstance(scale, (bool, np.bool_, str, bytes)):  # float("0.5") would take a string
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    try:
+        s = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}") from None
+    if not (math.isfinite(s) and s > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    return s
+
+
+def positive_int(x, name: str, limit: int | None = None) -> int:
+    """x as a Python int >= 1 (and <= limit), else a ValueError naming it."""
+    bound = f" (at most {limit})" if limit else ""
+    if isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a positive integer{bound}, got {x!r}")
+    try:
+        i = operator.index(x)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive integer{bound}, got {x!r}") from None
+    if i < 1 or (limit and i > limit):
+        raise ValueError(f"{name} must be a positive integer{bound}, got {i}")
+    return i
+
+
+def dims(x, name: str) -> tuple[int, ...]:
+    """x as a tuple of non-negative Python ints (array dimensions), else a
+    ValueError naming it: 2.7 is not a dimension."""
+    try:
+        items = tuple(x)
+    except TypeError:
+        raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}") from None
+    out = []
+    for d in items:
+        if isinstance(d, (bool, np.bool_)):
+            raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}")
+        try:
+            i = operator.index(d)
+        except TypeError:
+            raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}") from None
+        if i < 0:
+            raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}")
+        out.append(i)
+    return tuple(out)
+
+
+def block_size(b, name: str) -> int:
+    """None (the core's tuned default, passed as 0) or a positive integer."""
+    return 0 if b is None else positive_int(b, name, 2**31)
+
+
+@dataclass
+class Problem:
+    """Validated attention inputs as (B, H, n, d) views, plus the shape to give back."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray | None
+    lead: tuple  # leading shape of the outputs: (..., H) or () for 2-D inputs
+    batch: tuple  # the batch dims `...` alone
+    scale: float
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the arithmetic and the outputs: the queries'."""
+        return self.q.dtype
+
+    @property
+    def kv_half(self) -> bool:
+        return self.k.dtype == HALF
+
+    @property
+    def shape(self):  # B, H, Hkv, n, m, dk, dv
+        B, H, n, dk = self.q.shape
+        Hkv, m = self.k.shape[1:3]
+        dv = self.v.shape[3] if self.v is not None else 0
+        return B, H, Hkv, n, m, dk, dv
+
+
+def _heads(a: np.ndarray, name: str) -> tuple:
+    """Split a's shape into (batch dims, heads, rows, cols); 2-D is one head."""
+    if a.ndim < 2:
+        raise ValueError(
+            f"{name} must have shape (..., heads, rows, d) or (rows, d), got shape {a.shape}"
+        )
+    if a.ndim == 2:
+        return (), 1, a.shape[0], a.shape[1]
+    return a.shape[:-3], a.shape[-3], a.shape[-2], a.shape[-1]
+
+
+def problem(q, k, v=None, *, scale=None) -> Problem:
+    """Check q, k (and v) against the shape contract and bring them to 4-D."""
+    arrays = {"q": as_float_array(q, "q"), "k": as_float_array(k, "k", half=True)}
+    if v is not None:
+        arrays["v"] = as_float_array(v, "v", half=True)
+    kv = {name: a for name, a in arrays.items() if name != "q"}
+    if any(a.dtype.newbyteorder("=") == HALF for a in kv.values()):
+        # a float16 KV cache: K and V both float16, queries float32
+        if arrays["q"].dtype.newbyteorder("=") != np.float32 or len(
+                {a.dtype.newbyteorder("=") for a in kv.values()}) > 1:
+            got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
+            raise TypeError(f"float16 keys and values need float32 queries and must come "
+                            f"together; got {got}")
+    else:
+        common_dtype(**arrays)
+    ndims = {name: a.ndim for name, a in arrays.items()}
+    if len(set(ndims.values())) > 1:
+        got = ", ".join(f"{n} has {d}" for n, d in ndims.items())
+        raise ValueError(f"{', '.join(arrays)} must have the same number of dimensions; {got}")
+    qa, ka = arrays["q"], arrays["k"]
+    qlead, H, n, dk = _heads(qa, "q")
+    klead, Hkv, m, dk2 = _heads(ka, "k")
+    if klead != qlead:
+        raise ValueError(f"k's batch dims {klead} do not match q's {qlead}")
+    if dk2 != dk:
+        raise ValueError(f"k's last axis (d_k) is {dk2} but q's is {dk}; they must match")
+    if Hkv == 0 and H != 0:
+        raise ValueError(f"k has 0 heads but q has {H}")
+    if Hkv and H % Hkv:
+        raise ValueError(
+            f"q's heads ({H}) must be a multiple of k's heads ({Hkv}) for grouped-query attention"
+        )
+    dv = 0
+    if v is not None:
+        va = arrays["v"]
+        vlead, Hv, m2, dv = _heads(va, "v")
+        if vlead != qlead:
+            raise ValueError(f"v's batch dims {vlead} do not match q's {qlead}")
+        if Hv != Hkv:
+            raise ValueError(f"v has {Hv} heads but k has {Hkv}; they must match")
+        if m2 != m:
+            raise ValueError(f"v has {m2} rows (keys) but k has {m}; they must match")
+    B = math.prod(qlead)
+    for count in (B * H * n * max(m, dk, dv, 1), B * Hkv * m * max(dk, dv, 1)):
+        if count > _INT64_MAX:
+            raise ValueError(f"problem too large: {count} elements do not fit in 64 bits")
+
+    def four_d(a, h, rows, cols):
+        # reshape is a view when it can be; the second look only copies when
+        # it gave a size-1 last axis an odd stride
+        return fast_layout(fast_layout(a).reshape(B, h, rows, cols))
+
+    return Problem(
+        q=four_d(qa, H, n, dk),
+        k=four_d(ka, Hkv, m, dk),
+        v=four_d(arrays["v"], Hkv, m, dv) if v is not None else None,
+        lead=qlead + ((H,) if qa.ndim > 2 else ()),
+        batch=qlead,
+        scale=positive_scale(scale, dk),
+    )
+
+
+@dataclass
+class Visibility:
+    """Which keys each query row sees, in the core's terms."""
+
+    causal: bool
+    window: int  # 0: none
+    key_lengths: np.ndarray | None  # (B,) int64
+    # the boolean mask as uint8, broadcast to (..., H, n, m) and never expanded:
+    mask: np.ndarray | None  # that broadcast view (0 strides where it broadcasts)
+    mask4: np.ndarray | None = None  # (B, H, n, m) view of it for the core, batch stride 0...
+    mask_offsets: np.ndarray | None = None  # ...and each batch's plane at these byte offsets
+
+    def full_mask(self, shape) -> np.ndarray:
+        """The mask as a (B, H, n, m) boolean array (the reference's use: it copies)."""
+        return np.asarray(self.mask, dtype=bool).reshape(shape)
+
+
+def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> Visibility:
+    """Check causal / window / mask / key_lengths against the problem."""
+    B, H, Hkv, n, m, *_ = p.shape
+    causal = bool(causal)
+    w = 0
+    if window is not None:
+        w = min(positive_int(window, "window"), 2**62)
+        if not causal:
+            raise ValueError("window needs causal=True: it is the band of w keys ending at "
+                             "the causal diagonal")
+    kl = None
+    if key_lengths is not None:
+        kl = np.asarray(key_lengths)
+        if kl.dtype.kind not in "iu":
+            raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
+        try:
+            kl = np.broadcast_to(kl, p.batch)
+        except ValueError:
+            raise ValueError(f"key_lengths must have the batch shape {p.batch}, got shape "
+                             f"{kl.shape}") from None
+        if kl.size and (kl.min() < 0 or kl.max() > m):
+            raise ValueError(f"key_lengths must lie in [0, m={m}], got values from {kl.min()} "
+                             f"to {kl.max()}")
+        kl = fast_layout(np.ascontiguousarray(kl, dtype=np.int64)).reshape(B)
+    if mask is None:
+        return Visibility(causal, w, kl, None)
+    mk = np.asarray(mask)
+    if mk.dtype != np.bool_:
+        raise TypeError(f"mask must be a boolean array (True = may attend), got dtype {mk.dtype}")
+    full = p.lead + (n, m)
+    try:
+        mk = np.broadcast_to(mk.view(np.uint8), full)
+    except ValueError:
+        raise ValueError(f"mask of shape {mk.shape} does not broadcast to {full}") from None
+    return Visibility(causal, w, kl, mk, *_mask_for_core(mk, p.batch, H, n, m))
+
+
+def _mask_for_core(mk: np.ndarray, batch: tuple, H: int, n: int, m: int):
+    """A broadcast mask (..., H, n, m) as the core reads it, through its own
+    strides whatever dims broadcast: a (B, H, n, m) view whose batch stride is
+    unused, and the byte offset of each batch's plane (the batch dims need not
+    merge into one stride).  Nothing is copied."""
+    nb = len(batch)
+    offsets = np.zeros(batch, np.int64)
+    for axis, (size, stride) in enumerate(zip(batch, mk.strides[:nb])):
+        shape = [1] * nb
+        shape[axis] = size
+        offsets = offsets + np.arange(size, dtype=np.int64).reshape(shape) * stride
+    h_stride = mk.strides[nb] if mk.ndim == nb + 3 else 0  # 2-D inputs: one head
+    mask4 = np.lib.stride_tricks.as_strided(
+        mk, shape=(max(math.prod(batch), 1), H, n, m),
+        strides=(0, h_stride) + mk.strides[-2:], writeable=False)
+    return mask4, np.ascontiguousarray(offsets.reshape(-1))
