@@ -134,7 +134,7 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
         #pragma omp for schedule(static)
         for (int64_t t = 0; t < npack; t++) {
             const int64_t b = t / (Hkv * nband), j0 = (kb0[b] + t % nband) * bk;
-            if (j0 >= kb1[b] * bk) continue;
+            if (j0 >= kb1[b] * bk || ac_stop_poll(&stop)) continue;
             const int64_t cols = m - j0 < bk ? m - j0 : bk;
             const kvreal *vh = kv_head(v, a->v_stride, b, t / nband % Hkv);
             vfin[t] = (unsigned char)all_finite(vh + j0 * a->v_stride[2], cols, dv,
