@@ -253,6 +253,9 @@ def test_the_reported_mask_pattern_allocates_nothing_of_its_size():
     finally:
         tracemalloc.stop()
     assert peak < out.nbytes + mask.nbytes  # the full mask would be 256 MiB
+    # and the core's own workspace is what the same call takes without a mask
+    assert workspace(lambda: attncore.attention(q, q, q, mask=mask)) == workspace(
+        lambda: attncore.attention(q, q, q))
 
 
 # ---- argument checks ------------------------------------------------------------
