@@ -22,13 +22,9 @@ __all__ = ["attention", "plain_attention", "scores", "softmax", "merge"]
 _SPLIT_KV = -1
 
 
-def _kv_for_core(p: V.Problem) -> tuple[np.ndarray, np.ndarray]:
-    """K and V as the core reads them: float16 travels as its bits (uint16).
-    (A problem without v, as for scores, gives k twice.)"""
-    v = p.v if p.v is not None else p.k
-    if not p.kv_half:
-        return p.k, v
-    return p.k.view(np.uint16), v.view(np.uint16)
+def _for_core(a: np.ndarray) -> np.ndarray:
+    """K or V as the core reads it: a float16 cache travels as its bits (uint16)."""
+    return a.view(np.uint16) if a.dtype == V.HALF else a
 
 
 # What attention returns depends on return_lse and return_weights: the
@@ -184,10 +180,12 @@ def attention(
     lse = np.empty((B, H, n), p.dtype)
     weights = None
     nt = get_num_threads()
-    k4, v4 = _kv_for_core(p)
+    assert p.v is not None  # attention_args was given v
+    k4, v4 = _for_core(p.k), _for_core(p.v)
     if method == "flash":
-        # counting tiles is about the blockwise grid, never decode's chunks
-        split = 0 if _block_counts is not None else _SPLIT_KV if _split_kv is None else _split_kv
+        split = _SPLIT_KV if _split_kv is None else _split_kv
+        if _block_counts is not None:
+            split = 0  # counting tiles is about the blockwise grid, never decode's chunks
         _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split, _block_counts)
     else:
         table = B * H * n * m if return_weights else n * m
@@ -254,7 +252,7 @@ def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bo
     B, H, Hkv, n, m, dk, _ = p.shape
     V.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
     s = np.empty((B, H, n, m), p.dtype)
-    _core.scores(p.q, _kv_for_core(p)[0], s, p.scale, vis, get_num_threads())
+    _core.scores(p.q, _for_core(p.k), s, p.scale, vis, get_num_threads())
     return s.reshape(p.lead + (n, m))
 
 

@@ -72,17 +72,22 @@ def positive_scale(scale, dk: int) -> float:
     return s
 
 
+def _integer(x) -> int | None:
+    """x as a Python int if it is an integer (not a bool, not 2.7, not "2"), else None."""
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
 def positive_int(x, name: str, limit: int | None = None) -> int:
     """x as a Python int >= 1 (and <= limit), else a ValueError naming it."""
-    bound = f" (at most {limit})" if limit else ""
-    if isinstance(x, (bool, np.bool_)):
+    i = _integer(x)
+    if i is None or i < 1 or (limit and i > limit):
+        bound = f" (at most {limit})" if limit else ""
         raise ValueError(f"{name} must be a positive integer{bound}, got {x!r}")
-    try:
-        i = operator.index(x)
-    except TypeError:
-        raise ValueError(f"{name} must be a positive integer{bound}, got {x!r}") from None
-    if i < 1 or (limit and i > limit):
-        raise ValueError(f"{name} must be a positive integer{bound}, got {i}")
     return i
 
 
@@ -90,21 +95,12 @@ def dims(x, name: str) -> tuple[int, ...]:
     """x as a tuple of non-negative Python ints (array dimensions), else a
     ValueError naming it: 2.7 is not a dimension."""
     try:
-        items = tuple(x)
-    except TypeError:
-        raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}") from None
-    out = []
-    for d in items:
-        if isinstance(d, (bool, np.bool_)):
-            raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}")
-        try:
-            i = operator.index(d)
-        except TypeError:
-            raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}") from None
-        if i < 0:
-            raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}")
-        out.append(i)
-    return tuple(out)
+        out = tuple(_integer(d) for d in x)
+    except TypeError:  # not iterable
+        out = (None,)
+    if any(i is None or i < 0 for i in out):
+        raise ValueError(f"{name} must be a tuple of non-negative integers, got {x!r}")
+    return out
 
 
 def block_size(b, name: str) -> int:

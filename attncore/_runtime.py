@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import threading
 
-import numpy as np
-
 from attncore import _core, _isa
+from attncore._problem import positive_int
 
 _lock = threading.Lock()
 
@@ -18,13 +17,6 @@ _lock = threading.Lock()
 MAX_THREADS = 1024
 
 
-def _thread_count(n, what: str) -> int:
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) \
-            or not 1 <= n <= MAX_THREADS:
-        raise ValueError(f"{what} must be a positive integer (at most {MAX_THREADS}), got {n!r}")
-    return int(n)
-
-
 def _default_threads() -> int:
     env = os.environ.get("ATTNCORE_NUM_THREADS")
     if env:
@@ -32,7 +24,7 @@ def _default_threads() -> int:
             n = int(env)
         except ValueError:
             n = 0
-        return _thread_count(n if n >= 1 else env, "ATTNCORE_NUM_THREADS")
+        return positive_int(n if n >= 1 else env, "ATTNCORE_NUM_THREADS", MAX_THREADS)
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -77,7 +69,7 @@ def set_num_threads(n: int) -> None:
     fork() after this process ran several threads (see get_num_threads).
     """
     global _num_threads
-    n = _thread_count(n, "n")
+    n = positive_int(n, "n", MAX_THREADS)
     _can_start(n)
     with _lock:
         _num_threads = n
