@@ -114,6 +114,30 @@ def test_split_kv_decode_stops(monkeypatch):
     assert interrupted(lambda: attncore.attention(q, k, v)) < LATENCY
 
 
+def test_a_long_k_is_polled_while_it_is_packed():
+    # Most of this call packs K and checks V (2^21 keys, two query heads of
+    # 33 rows, one per thread).  The poll that runs Python's handlers must
+    # come every 20 ms or so through all of it: a handler on a 5 ms timer
+    # records when it ran, and no stretch of the call goes unpolled.  Before
+    # the packing was polled, it ran ~40 % of the call without a poll.
+    q, k = rand(1, 2, 33, 64), np.ones((1, 1, 2**21, 64), np.float32)
+    call = lambda: attncore.attention(q, k, k, causal=True)  # noqa: E731
+    call()
+    runs = []
+    old = signal.signal(signal.SIGALRM, lambda s, f: runs.append(time.perf_counter()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.005, 0.005)
+        t0 = time.perf_counter()
+        call()
+        t1 = time.perf_counter()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    inside = [t0] + [t for t in runs if t0 < t < t1] + [t1]
+    gap = max(b - a for a, b in zip(inside, inside[1:]))
+    assert gap < 0.2 * (t1 - t0), f"{gap:.3f} s unpolled in a {t1 - t0:.3f} s call"
+
+
 def test_a_handler_that_does_not_raise_lets_the_call_finish():
     q, k, v = rand(2, 4096, 64), rand(2, 4096, 64), rand(2, 4096, 64)
     expect = attncore.attention(q, k, v)
