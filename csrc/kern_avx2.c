@@ -25,6 +25,8 @@
 #define QK_C 2
 #define PV_R 6
 #define PROBE_CHAINS 12
+#define QKD_ACC 8   /* accumulators of qkd's register tile: few rows × keys */
+#define PV_FEW_ACC 12 /* accumulators of pv's tile for a few rows (decode) */
 #define PV_C 2
 
 static inline float hsum_f32(__m256 v) {

@@ -23,6 +23,8 @@
 #define QK_C 2
 #define PV_R 6
 #define PROBE_CHAINS 16
+#define QKD_ACC 16   /* accumulators of qkd's register tile: few rows × keys */
+#define PV_FEW_ACC 24 /* accumulators of pv's tile for a few rows (decode) */
 #define PV_C 4
 #define VN_T __mmask16
 #define VN_INIT ((__mmask16)0)

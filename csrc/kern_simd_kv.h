@@ -7,6 +7,7 @@
  */
 
 #define QK_W (QK_C * VL) /* keys per register tile of qk: the packed panel's width */
+#define PV_WIDE 8        /* most vectors of one row a P·V tile holds (decode) */
 
 /* kp = Kᵀ (d, ldkt), zero-padded to whole register tiles (and converted to
  * float32 from a float16 cache: once per call, not once per use). */
@@ -19,22 +20,25 @@ static void FN(pack)(int64_t bk, int64_t d, const kvreal *k, int64_t ldk, real *
 }
 
 /* S = scale · Q·Kᵀ read straight from K's rows, for few query rows (decode):
- * each K row is loaded once and multiplied into up to 4 query rows.  Four
- * keys go at a time, each with its own accumulators, so that their loads
- * are in flight together; then each dot product is summed across its vector. */
+ * each K row is loaded once and multiplied into up to 4 query rows.  Several
+ * keys go at a time, each with its own accumulators, so that their loads are
+ * in flight together — as many as QKD_ACC accumulators allow for these rows
+ * (with 16 registers, 8 keys for one row but 2 for four) — then each dot
+ * product is summed across its vector. */
+#define QKD_AHEAD 16 /* keys ahead that the K stream is prefetched */
+#define QKD_KEYS(rows) (QKD_ACC / (rows) >= 8 ? 8 : QKD_ACC / (rows) >= 4 ? 4 : 2)
 static inline __attribute__((always_inline)) void FN(qkd_keys)(
     int rows, int keys, int64_t d, const real *q, int64_t ldq, const kvreal *k, int64_t ldk,
     real scale, real *s, int64_t lds) {
     const int64_t dvec = d / VL * VL;
-    VT acc[4][4];
+    VT acc[8][4];
     for (int u = 0; u < keys; u++)
         for (int i = 0; i < rows; i++) acc[u][i] = V_ZERO();
     for (int64_t t = 0; t < dvec; t += VL) {
         VT qv[4];
         for (int i = 0; i < rows; i++) qv[i] = V_LOADU(q + i * ldq + t);
         for (int u = 0; u < keys; u++) {
-            /* the same place 16 keys on: the stream is read well ahead */
-            __builtin_prefetch(k + (u + 16) * ldk + t);
+            __builtin_prefetch(k + (u + QKD_AHEAD) * ldk + t); /* the stream, well ahead */
             VT kv = V_LOADU_KV(k + u * ldk + t);
             for (int i = 0; i < rows; i++) acc[u][i] = V_FMA(qv[i], kv, acc[u][i]);
         }
@@ -48,25 +52,27 @@ static inline __attribute__((always_inline)) void FN(qkd_keys)(
 }
 
 static inline __attribute__((always_inline)) void FN(qkd_rows)(
-    int rows, int64_t bk, int64_t d, const real *q, int64_t ldq, const kvreal *k, int64_t ldk,
-    real scale, real *s, int64_t lds) {
+    int rows, int keys, int64_t bk, int64_t d, const real *q, int64_t ldq, const kvreal *k,
+    int64_t ldk, real scale, real *s, int64_t lds) {
     int64_t c = 0;
-    for (; c + 4 <= bk; c += 4)
-        FN(qkd_keys)(rows, 4, d, q, ldq, k + c * ldk, ldk, scale, s + c, lds);
+    for (; c + keys <= bk; c += keys)
+        FN(qkd_keys)(rows, keys, d, q, ldq, k + c * ldk, ldk, scale, s + c, lds);
     for (; c < bk; c++) FN(qkd_keys)(rows, 1, d, q, ldq, k + c * ldk, ldk, scale, s + c, lds);
 }
 
 static void FN(qkd)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
                     const kvreal *k, int64_t ldk, real scale, real *s, int64_t lds) {
+#define QKD_ROWS(r, r0) \
+    FN(qkd_rows)(r, QKD_KEYS(r), bk, d, q + (r0) * ldq, ldq, k, ldk, scale, s + (r0) * lds, lds)
     int64_t r0 = 0;
-    for (; r0 + 4 <= bq; r0 += 4)
-        FN(qkd_rows)(4, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds);
+    for (; r0 + 4 <= bq; r0 += 4) QKD_ROWS(4, r0);
     switch (bq - r0) { /* the last rows, each count its own unrolled copy */
-    case 3: FN(qkd_rows)(3, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds); break;
-    case 2: FN(qkd_rows)(2, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds); break;
-    case 1: FN(qkd_rows)(1, bk, d, q + r0 * ldq, ldq, k, ldk, scale, s + r0 * lds, lds); break;
+    case 3: QKD_ROWS(3, r0); break;
+    case 2: QKD_ROWS(2, r0); break;
+    case 1: QKD_ROWS(1, r0); break;
     default: break;
     }
+#undef QKD_ROWS
 }
 
 /* ---- O += P·V ------------------------------------------------------------ */
@@ -92,20 +98,24 @@ static inline __attribute__((always_inline)) void FN(pv_tile)(
         for (int j = 0; j < nvec; j++) V_STOREU(o + i * ldo + j * VL, acc[i][j]);
 }
 
-/* One or two rows (decode): a tile as wide as PV_WIDE vectors, so that each
- * V row is read once, start to end, instead of once per column chunk. */
-#define PV_WIDE 8
-static inline __attribute__((always_inline)) void FN(pv_wide)(
+/* A few rows (decode): V is taken PV_FEW_T rows at a time, and each block's
+ * rows are read whole — every column chunk of them, while the block sits in
+ * L1 — so that memory sees one stream, row after row, as it does for K.
+ * (Column chunk first, all of V, then the next chunk, would read each V row
+ * in pieces, one cache line per pass, and stream at a fraction of the roof.)
+ * A chunk is as many vectors as fit in PV_FEW_ACC accumulators for these
+ * rows; `rows` and `nvec` are constants where this is inlined. */
+#define PV_FEW_T 32
+static inline __attribute__((always_inline)) void FN(pv_block)(
     int rows, int nvec, int64_t bk, const real *p, int64_t ldp, const kvreal *v, int64_t ldv,
     real *o, int64_t ldo) {
-    VT acc[2][PV_WIDE];
+    VT acc[4][PV_WIDE];
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < nvec; j++) acc[i][j] = V_LOADU(o + i * ldo + j * VL);
     for (int64_t t = 0; t < bk; t++) {
-        VT pb[2];
+        VT pb[4];
         for (int i = 0; i < rows; i++) pb[i] = V_SET1(p[i * ldp + t]);
         for (int j = 0; j < nvec; j++) {
-            __builtin_prefetch(v + (t + 16) * ldv + j * VL);
             VT vv = V_LOADU_KV(v + t * ldv + j * VL);
             for (int i = 0; i < rows; i++) acc[i][j] = V_FMA(pb[i], vv, acc[i][j]);
         }
@@ -114,15 +124,35 @@ static inline __attribute__((always_inline)) void FN(pv_wide)(
         for (int j = 0; j < nvec; j++) V_STOREU(o + i * ldo + j * VL, acc[i][j]);
 }
 
+static inline __attribute__((always_inline)) void FN(pv_few_rows)(
+    int rows, int chunk, int64_t bk, int64_t dvec, const real *p, int64_t ldp, const kvreal *v,
+    int64_t ldv, real *o, int64_t ldo) {
+    for (int64_t t0 = 0; t0 < bk; t0 += PV_FEW_T) {
+        const int64_t bt = bk - t0 < PV_FEW_T ? bk - t0 : PV_FEW_T;
+        for (int64_t t = t0 + PV_FEW_T; t < t0 + 2 * PV_FEW_T && t < bk; t++)
+            for (int64_t c = 0; c < dvec * (int64_t)sizeof(kvreal); c += 64)
+                __builtin_prefetch((const char *)(v + t * ldv) + c); /* the next block */
+        int64_t c0 = 0;
+        for (; c0 + chunk * VL <= dvec; c0 += chunk * VL)
+            FN(pv_block)(rows, chunk, bt, p + t0, ldp, v + t0 * ldv + c0, ldv, o + c0, ldo);
+        for (; c0 < dvec; c0 += VL)
+            FN(pv_block)(rows, 1, bt, p + t0, ldp, v + t0 * ldv + c0, ldv, o + c0, ldo);
+    }
+}
+
+/* the widest power-of-two chunk (≤ PV_WIDE vectors) whose accumulators fit */
+#define PV_FEW_CHUNK(rows)                                                                    \
+    (PV_FEW_ACC / (rows) >= 8 ? 8 : PV_FEW_ACC / (rows) >= 4 ? 4 : PV_FEW_ACC / (rows) >= 2 ? 2 : 1)
+
 static void FN(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ldp,
                    const kvreal *v, int64_t ldv, real *o, int64_t ldo) {
     const int64_t dvec = dv / VL * VL; /* columns in whole vectors */
-    if (bq <= 2 && dvec == (int64_t)PV_WIDE * VL) {
-        if (bq == 2)
-            FN(pv_wide)(2, PV_WIDE, bk, p, ldp, v, ldv, o, ldo);
-        else if (bq == 1)
-            FN(pv_wide)(1, PV_WIDE, bk, p, ldp, v, ldv, o, ldo);
-    } else {
+    switch (bq) {
+    case 1: FN(pv_few_rows)(1, PV_FEW_CHUNK(1), bk, dvec, p, ldp, v, ldv, o, ldo); break;
+    case 2: FN(pv_few_rows)(2, PV_FEW_CHUNK(2), bk, dvec, p, ldp, v, ldv, o, ldo); break;
+    case 3: FN(pv_few_rows)(3, PV_FEW_CHUNK(3), bk, dvec, p, ldp, v, ldv, o, ldo); break;
+    case 4: FN(pv_few_rows)(4, PV_FEW_CHUNK(4), bk, dvec, p, ldp, v, ldv, o, ldo); break;
+    default:
         for (int64_t c0 = 0; c0 < dvec; c0 += PV_C * VL) {
             const int nvec = (int)((dvec - c0) / VL < PV_C ? (dvec - c0) / VL : PV_C);
             int64_t r0 = 0;
@@ -144,3 +174,6 @@ static void FN(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ld
 
 #undef QK_W
 #undef PV_WIDE
+#undef PV_FEW_T
+#undef PV_FEW_CHUNK
+#undef QKD_KEYS
