@@ -3,8 +3,10 @@
     attncore info                  what this build is and runs
     attncore check [--sizes ...]   naive and blockwise vs the reference, per n:
                                    max error, time, peak memory
-    attncore bench [--quick|--full] the benchmark sweep against NumPy and torch,
-                                   under the machine's measured roofs; table + figures
+    attncore bench [--quick|--full] [--isa native|all|avx2|...]
+                                   the benchmark sweep against NumPy and torch, attncore
+                                   and torch held to one instruction set, under the
+                                   machine's measured roofs; table + figures
     attncore tour [--markdown F]   every teaching experiment: tables, figures, tutorial
     attncore plot FILE.json        the same figures from a saved run or from
                                    pytest-benchmark's JSON (pytest bench/ --benchmark-json)
@@ -81,27 +83,81 @@ def cmd_check(args) -> int:
     return 0
 
 
+def _bench_child(args, cases) -> int:
+    """One instruction set, measured in this process: the parent started it
+    with attncore and torch held to ``args.isa`` (bench/isa.py)."""
+    from attncore import _core, bench
+    from attncore.bench import isa as held
+
+    if _core.isa() != args.isa:
+        print(f"attncore bench: asked for {args.isa} but attncore runs {_core.isa()}",
+              file=sys.stderr)
+        return 2
+    result = bench.run(cases, methods=args.methods, nthreads=args.threads, quick=args.quick,
+                       progress=not args.no_progress)
+    capability = held.torch_capability() if "torch" in args.methods else None
+    result["isa"] = {"attncore": _core.isa(), "torch_capability": capability,
+                     "torch_held": held.held(args.isa, capability),
+                     "peer_env": {k: os.environ.get(k) for k in held.PEER_ENV[args.isa]}}
+    bench.save(result, args.child_json)
+    return 0
+
+
 def cmd_bench(args) -> int:
+    import subprocess
+    import tempfile
+
     from attncore import bench
+    from attncore.bench import isa as held
 
     mode = "quick" if args.quick else "full" if args.full else "default"
     cases = bench.default_cases(mode)
     if args.sizes:
         cases = [c for c in cases if c.n in set(args.sizes)]
-    result = bench.run(cases, methods=args.methods, nthreads=args.threads, quick=args.quick,
-                       progress=not args.no_progress)
-    bench.print_table(result)
+    if args.child_json:
+        return _bench_child(args, cases)
+    try:
+        isas = held.resolve(args.isa)
+    except ValueError as e:
+        print(f"attncore bench: {e}", file=sys.stderr)
+        return 2
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for isa in isas:  # each in a child: torch reads its ISA settings once, at import
+            path = os.path.join(tmp, f"{isa}.json")
+            argv = [sys.executable, "-m", "attncore.cli"]
+            argv += ["--threads", str(args.threads)] if args.threads else []
+            argv += ["bench", "--isa", isa, "--child-json", path, "--methods", *args.methods]
+            argv += ["--quick"] if args.quick else ["--full"] if args.full else []
+            argv += ["--sizes", *map(str, args.sizes)] if args.sizes else []
+            argv += ["--no-progress"] if args.no_progress else []
+            # started in the scratch folder, so that a source tree in the
+            # current folder cannot stand in for the package being measured
+            rc = subprocess.run(argv, env=held.child_path(held.child_env(isa)), cwd=tmp).returncode
+            if rc != 0:
+                print(f"attncore bench: the {isa} run failed (exit status {rc})", file=sys.stderr)
+                return rc
+            results[isa] = bench.load(path)
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "bench.json")
-    bench.save(result, path)
-    print(f"results: {path}")
+    markdown = []
+    for isa, result in results.items():
+        out = args.out if len(results) == 1 else os.path.join(args.out, isa)
+        os.makedirs(out, exist_ok=True)
+        bench.print_table(result)
+        path = os.path.join(out, "bench.json")
+        bench.save(result, path)
+        print(f"results: {path}")
+        markdown.append(bench.markdown_report(result))
+        if not args.no_plots:
+            for p in bench.figures(result, out):
+                print(f"figure: {p}")
+    if len(results) > 1:
+        bench.print_summary(results)
+        markdown.append(bench.markdown_summary(results))
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write(bench.markdown_report(result) + "\n")
+            f.write("\n\n".join(markdown) + "\n")
         print(f"markdown: {args.markdown}")
-    if not args.no_plots:
-        for p in bench.figures(result, args.out):
-            print(f"figure: {p}")
     return 0
 
 
@@ -144,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_check)
 
     from attncore.bench import METHODS
+    from attncore.bench import isa as held_isa
 
     b = sub.add_parser("bench", help="the benchmark sweep (the main job)")
     size = b.add_mutually_exclusive_group()
@@ -155,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-plots", action="store_true")
     b.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     b.add_argument("--no-progress", action="store_true")
+    b.add_argument("--isa", default="native", choices=held_isa.CHOICES,
+                   help="the instruction set attncore and torch are held to, each run in a child "
+                        "process: native (default: the best this CPU has), all (each it has, "
+                        "one table per ISA and a summary), or one by name")
+    b.add_argument("--child-json", help=argparse.SUPPRESS)  # a child's run (cmd_bench)
     b.set_defaults(fn=cmd_bench)
 
     t = sub.add_parser("tour", help="every teaching experiment: tables, figures, a tutorial")

@@ -107,3 +107,82 @@ def test_pytest_benchmark_suite_smoke_pass_and_plot(tmp_path):
                          "backward": {(512, 512)}}
     paths = bench.figures(loaded, tmp_path / "figs")
     assert len(paths) >= 4 and all(os.path.getsize(p) > 10_000 for p in paths)
+
+
+def test_isa_choices_resolve_to_what_the_cpu_has():
+    from attncore import _isa
+    from attncore.bench import isa as held
+
+    have = _isa.available()
+    assert held.resolve("native") == [have[-1]]
+    assert held.resolve("all") == have[::-1]
+    assert held.resolve("scalar") == ["scalar"]
+    with pytest.raises(ValueError, match="must be one of"):
+        held.resolve("sse9")
+    missing = [name for name in _isa.ISAS if name not in have]
+    for name in missing:
+        with pytest.raises(ValueError, match="cannot run it"):
+            held.resolve(name)
+    env = held.child_env("avx2", base={"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "ATTNCORE_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+                   "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def test_an_isa_the_cpu_lacks_is_refused_before_anything_runs(tmp_path, capsys):
+    from attncore import _isa
+
+    missing = [name for name in _isa.ISAS if name not in _isa.available()]
+    if not missing:
+        pytest.skip("this CPU runs every ISA attncore has")
+    assert cli.main(["bench", "--quick", "--isa", missing[0], "--out", str(tmp_path)]) == 2
+    assert "cannot run it" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def _isa_bench(tmp_path, isa, methods):
+    out = tmp_path / isa
+    rc = cli.main(["bench", "--quick", "--isa", isa, "--sizes", "256", "--methods", *methods,
+                   "--no-progress", "--no-plots", "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+def test_bench_isa_runs_each_isa_in_a_child_held_to_it(tmp_path, capsys):
+    """--isa all: one child per ISA the CPU has, attncore forced to it (the
+    child refuses to measure otherwise), one table each and a summary row per
+    case and ISA; the child reports what torch ran when torch is there."""
+    from attncore import _isa
+    from attncore.bench import isa as held
+
+    methods = ["attncore-flash"] + (["torch"] if bench.torch_available() else [])
+    out = _isa_bench(tmp_path, "all", methods)
+    text = capsys.readouterr().out
+    have = _isa.available()
+    for isa in have:
+        result = json.loads((out / isa / "bench.json").read_text())
+        assert result["isa"]["attncore"] == isa and result["roofs"]["isa"] == isa
+        assert f"ISA {isa}: attncore {isa}" in text
+        assert {(r["n"], r["causal"]) for r in result["rows"]} == {(256, False), (256, True)}
+        if bench.torch_available():
+            assert result["isa"]["torch_capability"] == held.TORCH_CAPABILITY[isa]
+            assert result["isa"]["peer_env"] == held.PEER_ENV[isa]
+            assert f"torch capability {held.TORCH_CAPABILITY[isa]}" in text
+    assert "attncore bench --isa all" in text
+    summary = [line for line in text.splitlines() if "prefill n=256 m=256" in line]
+    assert len(summary) == 2 * len(have)
+
+
+def test_a_child_reports_the_torch_capability_it_was_held_to(tmp_path):
+    """The child sets nothing itself: the capability comes from the settings
+    it was started with, read by torch at import."""
+    pytest.importorskip("torch")
+    from attncore.bench import isa as held
+
+    code = ("import attncore.bench.isa as h, attncore; "
+            "print(h.torch_capability(), attncore.info()['isa'])")
+    for isa in ("scalar", "avx2"):
+        if isa not in __import__("attncore")._isa.available():
+            continue
+        got = subprocess.run([sys.executable, "-c", code], env=held.child_env(isa),
+                             capture_output=True, text=True, check=True, cwd=tmp_path)
+        assert got.stdout.split() == [held.TORCH_CAPABILITY[isa], isa]

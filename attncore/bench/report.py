@@ -118,6 +118,77 @@ def slopes(result: dict, n_min: int = 1024) -> dict:
     return out
 
 
+def isa_line(result: dict) -> str:
+    """What each program ran: attncore's ISA, the capability torch reported,
+    the settings it was started with, and NumPy's BLAS kernel (not held)."""
+    held = result.get("isa")
+    if not held:
+        return ""
+    line = f"ISA {held['attncore']}: attncore {held['attncore']}"
+    cap = held.get("torch_capability")
+    if cap is not None:
+        env = " ".join(f"{k}={v}" for k, v in held.get("peer_env", {}).items())
+        line += f", torch capability {cap} ({env})"
+        if not held.get("torch_held", True):
+            line += " — NOT the same ISA: torch ignored the settings"
+        elif held["attncore"] == "scalar":
+            line += " — torch has no scalar build: its DEFAULT kernels use 128-bit SSE vectors"
+    kernel = result.get("machine", {}).get("blas", {}).get("kernel")
+    return line + f", NumPy BLAS kernel {kernel} (not held)"
+
+
+SUMMARY_COLUMNS = ["case", "ISA", "attncore (ms)", "torch (ms)", "attncore ÷ torch speed",
+                   "% roof"]
+
+
+def summary_rows(results: dict) -> list[list[str]]:
+    """One row per (case, ISA) over runs keyed by ISA: attncore's blockwise
+    kernel against torch, and how near it came to that ISA's roof."""
+    out = []
+    cases: dict = {}
+    for isa, result in results.items():
+        for r in result["rows"]:
+            cases.setdefault(_case_key(r), {}).setdefault(isa, {})[r["method"]] = r
+    for key, per_isa in cases.items():
+        for isa, group in per_isa.items():
+            a, t = group.get("attncore-flash"), group.get("torch")
+            if a is None:
+                continue
+            roofs = results[isa]["roofs"]
+            got, roof = ((a["gbs"], roofs.get("read_gbs")) if a["regime"] == "decode"
+                         else (a["gflops"], roofs.get("fma_gflops")))
+            mask = "causal" if a["causal"] else "full"
+            mask += f" w={a['window']}" if a.get("window") else ""
+            kv = a.get("kv_dtype", a["dtype"])
+            label = (f"{a['regime']} n={a['n']} m={a['m']} d={a['d']} "
+                     f"H={a['H']}/{a.get('Hkv', a['H'])} {mask} {a['dtype']}"
+                     + (f"/{kv}" if kv != a["dtype"] else ""))
+            out.append([label, isa, f"{a['seconds'] * 1e3:.2f}",
+                        f"{t['seconds'] * 1e3:.2f}" if t else "—",
+                        f"{t['seconds'] / a['seconds']:.2f}×" if t else "—",
+                        f"{100 * got / roof:.0f}%" if roof else "—"])
+    return out
+
+
+def print_summary(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="attncore bench --isa all: attncore's blockwise kernel against torch, "
+                    "each held to the ISA", title_justify="left")
+    for c in SUMMARY_COLUMNS:
+        t.add_column(c, justify="right")
+    for r in summary_rows(results):
+        t.add_row(*r)
+    Console(width=None if Console().is_terminal else 200).print(t)
+
+
+def markdown_summary(results: dict) -> str:
+    lines = ["Summary: attncore's blockwise kernel against torch, each held to the ISA.", "",
+             "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in summary_rows(results)])
+
+
 def print_table(result: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -128,6 +199,9 @@ def print_table(result: dict) -> None:
         title += (f" — roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, read "
                   f"{roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
                   f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s")
+    held = isa_line(result)
+    if held:
+        title += "\n" + held
     t = Table(title=title, title_justify="left")
     for c in TABLE_COLUMNS:
         t.add_column(c, justify="right")
@@ -154,7 +228,10 @@ def markdown_report(result: dict) -> str:
              f"(kernel {blas.get('kernel')}); versions {m.get('versions')}.",
              f"Roofs measured in the same run: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, "
              f"streaming read {roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
-             f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s.", ""]
+             f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s."]
+    if isa_line(result):
+        lines.append(isa_line(result) + ".")
+    lines.append("")
     lines += ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows(result)]
     fit = slopes(result)

@@ -1,0 +1,78 @@
+"""Holding attncore and its peers to one instruction set, so that a speed
+figure is a ratio between programs using the same vector instructions.
+
+attncore takes ``ATTNCORE_ISA``; torch reads ``ATEN_CPU_CAPABILITY`` (its own
+kernels), ``MKL_ENABLE_INSTRUCTIONS`` and ``ONEDNN_MAX_CPU_ISA`` (the
+libraries under it) once, when it is imported — so each instruction set is
+measured in a child process started with those set, and the child reports
+what torch really ran (``torch.backends.cpu.get_cpu_capability()``).  NumPy's
+BLAS is not held: the table names the kernel OpenBLAS chose.
+"""
+
+from __future__ import annotations
+
+import os
+
+from attncore import _isa
+
+# (ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA) per attncore ISA,
+# and the capability torch reports when it honoured them
+PEER_ENV = {
+    "scalar": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+               "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+               "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
+}
+TORCH_CAPABILITY = {"scalar": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512"}
+CHOICES = ("native", "all") + _isa.ISAS
+
+
+def resolve(choice: str) -> list[str]:
+    """The instruction sets a ``--isa`` choice runs, best first: "native" is
+    the best this CPU has, "all" every one it has."""
+    have = _isa.available()
+    if choice == "native":
+        return [have[-1]]
+    if choice == "all":
+        return have[::-1]
+    if choice not in _isa.ISAS:
+        raise ValueError(f"--isa must be one of {CHOICES}, got {choice!r}")
+    if choice not in have:
+        raise ValueError(f"--isa {choice}: this CPU cannot run it; it has {', '.join(have)}")
+    return [choice]
+
+
+def child_env(isa: str, base: dict | None = None) -> dict:
+    """The environment of a child that measures one instruction set."""
+    env = dict(os.environ if base is None else base)
+    env["ATTNCORE_ISA"] = isa
+    env.update(PEER_ENV[isa])
+    return env
+
+
+def child_path(env: dict) -> dict:
+    """env, with the folder this attncore was imported from first on
+    PYTHONPATH: the child measures the same build as its parent, wherever it
+    starts."""
+    import attncore
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(attncore.__file__)))
+    env = dict(env)
+    env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def torch_capability() -> str | None:
+    """What torch's own kernels run here (None without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def held(isa: str, capability: str | None) -> bool:
+    """Whether torch ran the capability that matches attncore's ISA."""
+    return capability is None or capability == TORCH_CAPABILITY[isa]
