@@ -20,6 +20,7 @@ except ImportError as e:  # a source tree without the built extension
 
 from attncore import reference
 from attncore._api import attention, merge, plain_attention, scores, softmax
+from attncore._bfloat16 import from_bfloat16, to_bfloat16
 from attncore._layers import attention_backward, linear_attention, multi_head_attention
 from attncore._isa import _apply_env_isa
 from attncore._runtime import get_num_threads, info, set_num_threads
@@ -53,6 +54,8 @@ __all__ = [
     "linear_attention",
     "multi_head_attention",
     "KVCache",
+    "to_bfloat16",
+    "from_bfloat16",
     "set_num_threads",
     "get_num_threads",
     "info",

@@ -23,8 +23,9 @@ _SPLIT_KV = -1
 
 
 def _for_core(a: np.ndarray) -> np.ndarray:
-    """K or V as the core reads it: a float16 cache travels as its bits (uint16)."""
-    return a.view(np.uint16) if a.dtype == V.HALF else a
+    """K or V as the core reads it: a float16 or bfloat16 cache travels as its
+    bits (uint16; the core is told which by bf16=)."""
+    return a.view(np.uint16) if V.kv16(a.dtype) else a
 
 
 # What attention returns depends on return_lse and return_weights: the
@@ -182,17 +183,19 @@ def attention(
     nt = get_num_threads()
     assert p.v is not None  # attention_args was given v
     k4, v4 = _for_core(p.k), _for_core(p.v)
+    bf16 = p.kv16 == "bfloat16"
     if method == "flash":
         split = _SPLIT_KV if _split_kv is None else _split_kv
         if _block_counts is not None:
             split = 0  # counting tiles is about the blockwise grid, never decode's chunks
-        _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split, _block_counts)
+        _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split, _block_counts,
+                    bf16=bf16)
     else:
         table = B * H * n * m if return_weights else n * m
         V.check_table(table, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
         if return_weights:
             weights = np.empty((B, H, n, m), p.dtype)
-        _core.naive(p.q, k4, v4, out, lse, weights, p.scale, vis, nt)
+        _core.naive(p.q, k4, v4, out, lse, weights, p.scale, vis, nt, bf16=bf16)
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))
@@ -252,7 +255,8 @@ def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bo
     B, H, Hkv, n, m, dk, _ = p.shape
     V.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
     s = np.empty((B, H, n, m), p.dtype)
-    _core.scores(p.q, _for_core(p.k), s, p.scale, vis, get_num_threads())
+    _core.scores(p.q, _for_core(p.k), s, p.scale, vis, get_num_threads(),
+                 bf16=p.kv16 == "bfloat16")
     return s.reshape(p.lead + (n, m))
 
 

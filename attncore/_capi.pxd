@@ -37,9 +37,14 @@ cdef extern from "attncore.h" nogil:
                      double *out, double *lse)
     int ac_flash_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                      float *out, float *lse)
+    int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                      float *out, float *lse)
     int ac_naive_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                      float *out, float *lse, float *weights)
+    int ac_naive_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                      float *out, float *lse, float *weights)
     int ac_scores_f16(const ac_attn_args *a, const float *q, const uint16_t *k, float *s)
+    int ac_scores_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, float *s)
     int ac_naive_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                      float *out, float *lse, float *weights)
     int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,

@@ -126,9 +126,10 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
 @cython.boundscheck(False)
 def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, object vis,
-          int64_t block_q, int64_t block_k, int nthreads, int split_kv, counts=None):
+          int64_t block_q, int64_t block_k, int nthreads, int split_kv, counts=None,
+          bint bf16=False):
     """split_kv: few query rows — split the keys (decode)? -1 when it pays,
-    0 never, 1 always.  counts: None, or int64 (2,) the kernel adds its tile
+    0 never, 1 always.  bf16: uint16 K and V are bfloat16 bits (else float16).  counts: None, or int64 (2,) the kernel adds its tile
     counts to (computed, masked), for teaching."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
     a.split_kv = split_kv
@@ -145,6 +146,9 @@ def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
         elif real is double and kvt is double:
             rc = ac_flash_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0])
+        elif real is float and kvt is uint16_t and bf16:
+            rc = ac_flash_bf16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                               &out[0, 0, 0, 0], &lse[0, 0, 0])
         elif real is float and kvt is uint16_t:
             rc = ac_flash_f16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0])
@@ -157,7 +161,7 @@ def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
 @cython.boundscheck(False)
 def naive(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, real[:, :, :, ::1] weights,
-          double scale, object vis, int nthreads):
+          double scale, object vis, int nthreads, bint bf16=False):
     """weights=None: the n×m table lives in the core's own workspace."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, 0, 0, nthreads)
     _strides3(a.v_stride, v.shape, v.strides, sizeof(kvt))
@@ -172,6 +176,9 @@ def naive(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
         elif real is double and kvt is double:
             rc = ac_naive_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0], w)
+        elif real is float and kvt is uint16_t and bf16:
+            rc = ac_naive_bf16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                               &out[0, 0, 0, 0], &lse[0, 0, 0], w)
         elif real is float and kvt is uint16_t:
             rc = ac_naive_f16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                               &out[0, 0, 0, 0], &lse[0, 0, 0], w)
@@ -201,7 +208,7 @@ def plain(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :
 
 @cython.boundscheck(False)
 def scores(const real[:, :, :, :] q, const kvt[:, :, :, :] k, real[:, :, :, ::1] s,
-           double scale, object vis, int nthreads):
+           double scale, object vis, int nthreads, bint bf16=False):
     cdef ac_attn_args a = _args(q, k, 0, scale, vis, 0, 0, nthreads)
     cdef int rc
     with nogil:
@@ -209,6 +216,8 @@ def scores(const real[:, :, :, :] q, const kvt[:, :, :, :] k, real[:, :, :, ::1]
             rc = ac_scores_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
         elif real is double and kvt is double:
             rc = ac_scores_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
+        elif real is float and kvt is uint16_t and bf16:
+            rc = ac_scores_bf16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
         elif real is float and kvt is uint16_t:
             rc = ac_scores_f16(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &s[0, 0, 0, 0])
         else:

@@ -16,20 +16,36 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncore._bfloat16 import from_bfloat16, is_bfloat16
+
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 HALF = np.dtype(np.float16)
 _INT64_MAX = 2**63 - 1
 
 
+def kv16(dt: np.dtype) -> str | None:
+    """Which 16-bit cache a K/V dtype is: "float16", "bfloat16" (uint16 bits
+    or ml_dtypes.bfloat16; see _bfloat16.py) or None."""
+    if dt.newbyteorder("=") == HALF:
+        return "float16"
+    return "bfloat16" if is_bfloat16(dt) else None
+
+
 def as_float_array(x, name: str, half: bool = False) -> np.ndarray:
-    """np.asarray(x), refusing anything but float32/float64 (and float16 when
-    `half`) with a TypeError."""
+    """np.asarray(x), refusing anything but float32/float64 (and a float16 or
+    bfloat16 cache when `half`) with a TypeError."""
     a = np.asarray(x)
     dt = a.dtype.newbyteorder("=")
-    if dt not in FLOAT_DTYPES and not (half and dt == HALF):
-        allowed = "float32, float64 or float16" if half else "float32 or float64"
+    if dt not in FLOAT_DTYPES and not (half and kv16(a.dtype)):
+        allowed = ("float32, float64, float16 or bfloat16 (uint16 bits or ml_dtypes.bfloat16)"
+                   if half else "float32 or float64")
         raise TypeError(f"{name} must be {allowed}, got dtype {a.dtype}")
     return a
+
+
+def kv_values(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """K or V as values of dtype: a float16 or bfloat16 cache widened."""
+    return from_bfloat16(a, dtype) if kv16(a.dtype) == "bfloat16" else a.astype(dtype)
 
 
 def common_dtype(**arrays: np.ndarray) -> np.dtype:
@@ -125,8 +141,9 @@ class Problem:
         return self.q.dtype
 
     @property
-    def kv_half(self) -> bool:
-        return self.k.dtype == HALF
+    def kv16(self) -> str | None:
+        """"float16" or "bfloat16" for a 16-bit KV cache, else None."""
+        return kv16(self.k.dtype)
 
     @property
     def shape(self):  # B, H, Hkv, n, m, dk, dv
@@ -153,13 +170,13 @@ def problem(q, k, v=None, *, scale=None) -> Problem:
     if v is not None:
         arrays["v"] = as_float_array(v, "v", half=True)
     kv = {name: a for name, a in arrays.items() if name != "q"}
-    if any(a.dtype.newbyteorder("=") == HALF for a in kv.values()):
-        # a float16 KV cache: K and V both float16, queries float32
-        if arrays["q"].dtype.newbyteorder("=") != np.float32 or len(
-                {a.dtype.newbyteorder("=") for a in kv.values()}) > 1:
+    kinds = {kv16(a.dtype) for a in kv.values()}
+    if kinds != {None}:
+        # a 16-bit KV cache: K and V both float16 or both bfloat16, queries float32
+        if arrays["q"].dtype.newbyteorder("=") != np.float32 or len(kinds) > 1:
             got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
-            raise TypeError(f"float16 keys and values need float32 queries and must come "
-                            f"together; got {got}")
+            raise TypeError(f"float16 or bfloat16 keys and values need float32 queries and "
+                            f"must come together, of one kind; got {got}")
     else:
         common_dtype(**arrays)
     ndims = {name: a.ndim for name, a in arrays.items()}

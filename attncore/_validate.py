@@ -14,7 +14,7 @@ import numpy as np
 
 from attncore._problem import (  # noqa: F401 (the names the API and the reference use)
     FLOAT_DTYPES, HALF, Problem, Visibility, as_float_array, block_size, common_dtype, dims,
-    fast_layout, positive_int, positive_scale, problem, visibility)
+    fast_layout, kv16, kv_values, positive_int, positive_scale, problem, visibility)
 from attncore._runtime import memory_limit
 
 METHODS = ("flash", "naive")
@@ -51,9 +51,9 @@ FEATURE_MAPS = ("elu1",)
 
 
 def no_half(p: Problem, what: str) -> None:
-    """Refuse a float16 KV cache where only float32/float64 are implemented."""
-    if p.kv_half:
-        raise TypeError(f"{what} takes float32 or float64 arrays, got float16 k and v")
+    """Refuse a 16-bit KV cache where only float32/float64 are implemented."""
+    if p.kv16:
+        raise TypeError(f"{what} takes float32 or float64 arrays, got {p.kv16} k and v")
 
 
 def linear_problem(q, k, v, causal, feature_map):

@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from attncore import _validate as V
 from attncore._api import attention
+from attncore._bfloat16 import storage_dtype
 
 
 class KVCache:
@@ -31,8 +32,11 @@ class KVCache:
         Leading batch dims (default: none).
     value_dim : int, optional
         Default ``head_dim``.
-    dtype : float32, float64 or float16
-        float16 halves the bytes a decode step reads; queries are then float32.
+    dtype : float32, float64, float16 or "bfloat16"
+        float16 and bfloat16 halve the bytes a decode step reads; queries are
+        then float32.  "bfloat16" stores ml_dtypes.bfloat16 when that package
+        is installed, else uint16 bits (np.uint16 or ml_dtypes.bfloat16 may be
+        given directly); :func:`attncore.to_bfloat16` makes the bits.
     capacity : int
         Initial capacity in tokens.
 
@@ -49,9 +53,11 @@ class KVCache:
     def __init__(self, kv_heads: int, head_dim: int, *, batch: tuple[int, ...] = (),
                  value_dim: int | None = None, dtype: DTypeLike = np.float32,
                  capacity: int = 256) -> None:
+        if isinstance(dtype, str) and dtype == "bfloat16":
+            dtype = storage_dtype()  # ml_dtypes' bfloat16 when installed, else uint16 bits
         dtype = np.dtype(dtype)
-        if dtype not in V.FLOAT_DTYPES and dtype != V.HALF:
-            raise TypeError(f"dtype must be float32, float64 or float16, got {dtype}")
+        if dtype not in V.FLOAT_DTYPES and not V.kv16(dtype):
+            raise TypeError(f"dtype must be float32, float64, float16 or bfloat16, got {dtype}")
         self.kv_heads = V.positive_int(kv_heads, "kv_heads")
         self.head_dim = V.positive_int(head_dim, "head_dim")
         self.value_dim = V.positive_int(head_dim if value_dim is None else value_dim, "value_dim")
@@ -109,7 +115,8 @@ class KVCache:
             if a.ndim != len(want) or any(w is not None and s != w for s, w in zip(a.shape, want)):
                 shown = tuple("t" if w is None else w for w in want)
                 raise ValueError(f"{name} must have shape {shown}, got {a.shape}")
-            if a.dtype.newbyteorder("=") != self.dtype:
+            if a.dtype.newbyteorder("=") != self.dtype and not (
+                    V.kv16(a.dtype) == V.kv16(self.dtype) == "bfloat16"):
                 raise TypeError(f"{name} has dtype {a.dtype} but the cache holds {self.dtype}")
         t = k.shape[-2]
         if v.shape[-2] != t:
@@ -117,9 +124,16 @@ class KVCache:
         with self._lock:
             if self._len + t > self.capacity:
                 self._grow(self._len + t)
-            self._k[..., self._len : self._len + t, :] = k
-            self._v[..., self._len : self._len + t, :] = v
+            self._k[..., self._len : self._len + t, :] = self._stored(k)
+            self._v[..., self._len : self._len + t, :] = self._stored(v)
             self._len += t
+
+    def _stored(self, a: np.ndarray) -> np.ndarray:
+        """a as the cache stores it: bfloat16 bits (uint16) and ml_dtypes'
+        bfloat16 are the same bytes, so one is taken for the other."""
+        if a.dtype != self.dtype and V.kv16(self.dtype) == "bfloat16":
+            return a.astype(a.dtype.newbyteorder("="), copy=False).view(self.dtype)
+        return a
 
     def attend(self, q: ArrayLike, causal: bool = True, **kwargs: Any) -> Any:
         """attention(q, keys, values, causal=causal, **kwargs) over the filled cache.

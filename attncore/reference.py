@@ -43,7 +43,7 @@ def _visible(p: V.Problem, vis: V.Visibility) -> np.ndarray:
 def _scores4(p: V.Problem, vis: V.Visibility) -> np.ndarray:
     """(B, H, n, m) scores, -inf where hidden; kv head h // group serves query head h."""
     B, H, Hkv, n, m, dk, _ = p.shape
-    k = p.k.astype(p.dtype)  # a float16 cache: the upcast values
+    k = V.kv_values(p.k, p.dtype)  # a float16 or bfloat16 cache: the widened values
     k = np.repeat(k, H // Hkv, axis=1) if Hkv else k
     with np.errstate(**_quiet):
         s = np.matmul(p.q, np.swapaxes(k, -1, -2)) * p.dtype.type(p.scale)
@@ -114,7 +114,7 @@ def attention(
         return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window)
     B, H, Hkv, n, m, dk, dv = p.shape
     w, lse = _softmax_last(_scores4(p, vis))
-    v4 = p.v.astype(p.dtype)
+    v4 = V.kv_values(p.v, p.dtype)
     v4 = np.repeat(v4, H // Hkv, axis=1) if Hkv else v4
     out = _weighted_sum(w, v4, _visible(p, vis))
     result = [out.reshape(p.lead + (n, dv))]

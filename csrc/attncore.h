@@ -79,9 +79,12 @@ int ac_flash_f32(const ac_attn_args *a, const float *q, const float *k, const fl
 int ac_flash_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
                  double *out, double *lse);
 /* float32 queries and outputs over float16 (IEEE half, as uint16) K and V:
- * the values are converted as they are loaded, the arithmetic is float32. */
+ * the values are converted as they are loaded, the arithmetic is float32.
+ * _bf16: the same over bfloat16 K and V (the top 16 bits of a float32). */
 int ac_flash_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                  float *out, float *lse);
+int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                  float *out, float *lse);
 
 /* Materialised attention: S = Q·Kᵀ·scale, mask, row softmax, A·V.  The n×m
  * table is allocated per head unless `weights` (B, H, n, m) is given, in
@@ -92,6 +95,8 @@ int ac_naive_f64(const ac_attn_args *a, const double *q, const double *k, const 
                  double *out, double *lse, double *weights);
 int ac_naive_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                  float *out, float *lse, float *weights);
+int ac_naive_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
+                  float *out, float *lse, float *weights);
 
 /* The same materialised attention as plain C loops, one thread, one row of
  * the score table at a time (naive.c): the readable definition, for
@@ -107,6 +112,7 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
 int ac_scores_f32(const ac_attn_args *a, const float *q, const float *k, float *s);
 int ac_scores_f64(const ac_attn_args *a, const double *q, const double *k, double *s);
 int ac_scores_f16(const ac_attn_args *a, const float *q, const uint16_t *k, float *s);
+int ac_scores_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, float *s);
 
 /* Stable softmax of each row of a dense (rows, cols) array; y may alias x.
  * lse (rows) may be NULL.  A row of all -inf gives zeros and lse -inf. */

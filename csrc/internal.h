@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "attncore.h"
 
@@ -77,7 +78,7 @@ typedef struct {
                const double *v, int64_t ldv, double *o, int64_t ldo);
 } ac_kv_ops_f64;
 
-typedef struct { /* float16 (IEEE half, as uint16) K and V, float32 arithmetic */
+typedef struct { /* 16-bit K and V (float16 or bfloat16, as uint16), float32 arithmetic */
     void (*pack)(int64_t bk, int64_t d, const uint16_t *k, int64_t ldk, float *kp);
     void (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq,
                 const uint16_t *k, int64_t ldk, float scale, float *s, int64_t lds);
@@ -93,7 +94,8 @@ typedef struct {
     ac_ops_f64 f64;
     ac_kv_ops_f32 kv_f32;
     ac_kv_ops_f64 kv_f64;
-    ac_kv_ops_f16 kv_f16;
+    ac_kv_ops_f16 kv_f16;  /* float16 K/V */
+    ac_kv_ops_f16 kv_bf16; /* bfloat16 K/V: the same signatures, other loads */
     /* the probes behind the benchmarks' roofs (probes.c), in float32 */
     float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
@@ -104,6 +106,14 @@ extern const ac_kernels ac_kernels_avx2;
 extern const ac_kernels ac_kernels_avx512;
 
 /* IEEE half -> float, exactly (subnormals, inf and NaN included). */
+/* A bfloat16 is the top half of a float32: the conversion is exact, a shift. */
+static inline float ac_bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 static inline float ac_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
     uint32_t bits;

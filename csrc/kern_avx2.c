@@ -122,6 +122,15 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
 #define V_LOADU_KV(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define KV_TO_REAL(x) _cvtsh_ss(x)
 #include "kern_simd_kv.h"
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef FN
+
+/* ---- bfloat16 K/V: the top half of a float32, widened by a shift ---- */
+#define FN(x) x##_avx2_bf16
+#define V_LOADU_KV(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define KV_TO_REAL(x) ac_bf16_to_float(x)
+#include "kern_simd_kv.h"
 #undef kvreal
 #undef V_LOADU_KV
 #undef KV_TO_REAL
@@ -204,6 +213,7 @@ const ac_kernels ac_kernels_avx2 = {
     .kv_f32 = {.pack = pack_avx2_f32, .qkd = qkd_avx2_f32, .pv = pv_avx2_f32},
     .kv_f64 = {.pack = pack_avx2_f64, .qkd = qkd_avx2_f64, .pv = pv_avx2_f64},
     .kv_f16 = {.pack = pack_avx2_f16, .qkd = qkd_avx2_f16, .pv = pv_avx2_f16},
+    .kv_bf16 = {.pack = pack_avx2_bf16, .qkd = qkd_avx2_bf16, .pv = pv_avx2_bf16},
     .fma_probe = fma_probe_avx2_f32, .read_probe = read_probe_avx2_f32,
 };
 #pragma GCC pop_options

@@ -79,6 +79,15 @@
 #define V_LOADU_KV(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define KV_TO_REAL(x) _cvtsh_ss(x)
 #include "kern_simd_kv.h"
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef FN
+
+/* ---- bfloat16 K/V: the top half of a float32, widened by a shift ---- */
+#define FN(x) x##_avx512_bf16
+#define V_LOADU_KV(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define KV_TO_REAL(x) ac_bf16_to_float(x)
+#include "kern_simd_kv.h"
 #undef kvreal
 #undef V_LOADU_KV
 #undef KV_TO_REAL
@@ -163,6 +172,7 @@ const ac_kernels ac_kernels_avx512 = {
     .kv_f32 = {.pack = pack_avx512_f32, .qkd = qkd_avx512_f32, .pv = pv_avx512_f32},
     .kv_f64 = {.pack = pack_avx512_f64, .qkd = qkd_avx512_f64, .pv = pv_avx512_f64},
     .kv_f16 = {.pack = pack_avx512_f16, .qkd = qkd_avx512_f16, .pv = pv_avx512_f16},
+    .kv_bf16 = {.pack = pack_avx512_bf16, .qkd = qkd_avx512_bf16, .pv = pv_avx512_bf16},
     .fma_probe = fma_probe_avx512_f32, .read_probe = read_probe_avx512_f32,
 };
 #pragma GCC pop_options

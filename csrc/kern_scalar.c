@@ -46,6 +46,13 @@
 #define KV_TO_REAL(x) ac_half_to_float(x)
 #define FN(x) x##_scalar_f16
 #include "kern_scalar_kv.h"
+#undef KV_TO_REAL
+#undef FN
+
+/* bfloat16 K/V: the same, each value widened by a shift */
+#define KV_TO_REAL(x) ac_bf16_to_float(x)
+#define FN(x) x##_scalar_bf16
+#include "kern_scalar_kv.h"
 #undef real
 #undef kvreal
 #undef KV_TO_REAL
@@ -85,6 +92,7 @@ const ac_kernels ac_kernels_scalar = {
     .kv_f32 = {.pack = pack_scalar_f32, .qkd = qkd_scalar_f32, .pv = pv_scalar_f32},
     .kv_f64 = {.pack = pack_scalar_f64, .qkd = qkd_scalar_f64, .pv = pv_scalar_f64},
     .kv_f16 = {.pack = pack_scalar_f16, .qkd = qkd_scalar_f16, .pv = pv_scalar_f16},
+    .kv_bf16 = {.pack = pack_scalar_bf16, .qkd = qkd_scalar_bf16, .pv = pv_scalar_bf16},
     .fma_probe = fma_probe_scalar,
     .read_probe = read_probe_scalar,
 };

@@ -2,7 +2,7 @@
 
 `calls()` is a hypothesis strategy for one call of the public API — any
 entry point, with shapes from empty to a few blocks, float32 / float64 /
-float16 caches and wrong dtypes, every memory layout NumPy can make, masks,
+float16 and bfloat16 caches and wrong dtypes, every memory layout NumPy can make, masks,
 windows, padding, block sizes, GQA ratios, NaN and inf, and arguments that
 are wrong on purpose.  `check(call)` runs it through attncore and through
 attncore.reference and requires one of:
@@ -89,11 +89,14 @@ def relayout(a: np.ndarray, how: str):
 def arrays(draw, shape, dtype, spread=1.0, special=True):
     """Standard normal values × spread, maybe with NaN / ±inf, in any layout."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    a = (rng.standard_normal(shape) * spread).astype(dtype)
+    bf16 = isinstance(dtype, str) and dtype == "bfloat16"  # a bfloat16 cache: uint16 bits
+    a = (rng.standard_normal(shape) * spread).astype(np.float32 if bf16 else dtype)
     if special and a.size and a.dtype.kind == "f" and draw(st.integers(0, 3)) == 0:
         for _ in range(draw(st.integers(1, 3))):
             a.flat[draw(st.integers(0, a.size - 1))] = draw(
                 st.sampled_from([np.nan, np.inf, -np.inf]))
+    if bf16:
+        a = attncore.to_bfloat16(a)
     return relayout(a, draw(st.sampled_from(LAYOUTS)))
 
 
@@ -156,7 +159,9 @@ def qkv(draw, half=True, special=True):
     lead, h, hkv = draw(heads())
     n, m, dk, dv = draw(sizes()), draw(sizes()), draw(sizes(0, 40)), draw(sizes(0, 40))
     dtype = draw(float_dtypes())
-    kvdtype = np.float16 if half and dtype == np.float32 and draw(st.integers(0, 5)) == 0 else dtype
+    kvdtype = dtype
+    if half and dtype == np.float32 and draw(st.integers(0, 5)) == 0:  # a 16-bit cache
+        kvdtype = draw(st.sampled_from([np.float16, "bfloat16"]))
     spread = draw(st.sampled_from([1.0, 1.0, 3.0]))
     q = draw(arrays(lead + (h, n, dk), draw(bad_dtype(dtype)), spread, special))
     k = draw(arrays(lead + (hkv, m, dk), kvdtype, spread, special))

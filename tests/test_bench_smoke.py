@@ -186,3 +186,21 @@ def test_a_child_reports_the_torch_capability_it_was_held_to(tmp_path):
         got = subprocess.run([sys.executable, "-c", code], env=held.child_env(isa),
                              capture_output=True, text=True, check=True, cwd=tmp_path)
         assert got.stdout.split() == [held.TORCH_CAPABILITY[isa], isa]
+
+
+@pytest.mark.parametrize("kv", ["float16", "bfloat16"])
+def test_every_peer_reads_a_16_bit_cache(kv):
+    """The decode cases with a 16-bit cache: each peer computes the attention
+    of the widened values (torch in its own 16-bit arithmetic, so loosely)."""
+    case = bench.Case(1, 32, H=8, regime="decode", keys=600, kv_heads=2, kv_dtype=kv)
+    assert case.kv_bytes() == 2 * 2 * 2 * 600 * 32
+    inputs = bench.make_inputs(case)
+    want = __import__("attncore").reference.attention(*inputs)
+    for method in bench.METHODS:
+        fn = bench.runner(method, case, inputs)
+        if fn is None:
+            continue
+        got = fn()
+        got = got.float().numpy() if hasattr(got, "numpy") else got
+        np.testing.assert_allclose(got, want, atol=2e-5 if method != "torch" else 2e-2,
+                                   err_msg=method)

@@ -1,5 +1,7 @@
-"""float16 K/V with float32 queries: converted as loaded, float32 arithmetic,
-checked against the reference computed on the upcast values."""
+"""16-bit K/V with float32 queries — a float16 cache, and a bfloat16 one (as
+uint16 bits, and as ml_dtypes.bfloat16 when installed): converted as loaded,
+float32 arithmetic, checked against the reference computed on the widened
+values."""
 
 import numpy as np
 import pytest
@@ -8,27 +10,55 @@ import attncore
 from attncore import _api
 from helpers import assert_close, tol
 
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
 
-def half_qkv(rng, B=(2,), H=4, Hkv=2, n=9, m=40, d=16, dv=None):
+KINDS = ["float16", "bfloat16", pytest.param("ml_dtypes", marks=pytest.mark.skipif(
+    ml_dtypes is None, reason="ml_dtypes is not installed"))]
+
+
+@pytest.fixture(params=KINDS)
+def kind(request):
+    """How the cache stores K and V: float16, bfloat16 bits (uint16) or ml_dtypes.bfloat16."""
+    return request.param
+
+
+def to_kind(x, kind):
+    if kind == "float16":
+        return np.asarray(x).astype(np.float16)
+    bits = attncore.to_bfloat16(x)
+    return bits if kind == "bfloat16" else bits.view(ml_dtypes.bfloat16)
+
+
+def widen(x):
+    """The exact float64 values of a 16-bit array."""
+    if x.dtype == np.float16:
+        return x.astype(np.float64)
+    return attncore.from_bfloat16(x, np.float64)
+
+
+def half_qkv(rng, B=(2,), H=4, Hkv=2, n=9, m=40, d=16, dv=None, kind="float16"):
     dv = d if dv is None else dv
     q = rng.standard_normal(B + (H, n, d)).astype(np.float32)
-    k = rng.standard_normal(B + (Hkv, m, d)).astype(np.float16)
-    v = rng.standard_normal(B + (Hkv, m, dv)).astype(np.float16)
+    k = to_kind(rng.standard_normal(B + (Hkv, m, d)), kind)
+    v = to_kind(rng.standard_normal(B + (Hkv, m, dv)), kind)
     return q, k, v
 
 
 def upcast_reference(q, k, v, **kw):
-    return attncore.reference.attention(q.astype(np.float64), k.astype(np.float64),
-                                        v.astype(np.float64), **kw)
+    return attncore.reference.attention(q.astype(np.float64), widen(k), widen(v), **kw)
 
 
 @pytest.mark.parametrize("split", [0, 1])
 @pytest.mark.parametrize("method", ["flash", "naive"])
 @pytest.mark.parametrize("n,m,d", [(1, 1, 8), (1, 700, 64), (3, 33, 17), (70, 130, 64),
                                    (129, 65, 128), (5, 1000, 128)])
-def test_half_cache_matches_the_upcast_reference(isa, rng, monkeypatch, split, method, n, m, d):
+def test_half_cache_matches_the_upcast_reference(isa, rng, monkeypatch, kind, split, method, n,
+                                                 m, d):
     monkeypatch.setattr(_api, "_SPLIT_KV", split)
-    q, k, v = half_qkv(rng, n=n, m=m, d=d, dv=d + 3)
+    q, k, v = half_qkv(rng, n=n, m=m, d=d, dv=d + 3, kind=kind)
     for causal in (False, True):
         want, want_lse = upcast_reference(q, k, v, causal=causal, return_lse=True)
         out, lse = attncore.attention(q, k, v, causal=causal, method=method, return_lse=True)
@@ -37,8 +67,8 @@ def test_half_cache_matches_the_upcast_reference(isa, rng, monkeypatch, split, m
         assert_close(lse, want_lse, 8 * tol(np.float32, m, d))
 
 
-def test_half_cache_with_masks_windows_and_lengths(isa, rng):
-    q, k, v = half_qkv(rng, B=(3,), H=4, Hkv=2, n=4, m=600, d=32)
+def test_half_cache_with_masks_windows_and_lengths(isa, rng, kind):
+    q, k, v = half_qkv(rng, B=(3,), H=4, Hkv=2, n=4, m=600, d=32, kind=kind)
     mask = rng.random((3, 1, 4, 600)) < 0.8
     for kw in (dict(causal=True, window=50), dict(mask=mask), dict(key_lengths=[600, 10, 0])):
         assert_close(attncore.attention(q, k, v, **kw), upcast_reference(q, k, v, **kw),
@@ -63,14 +93,22 @@ def test_conversion_is_exact_for_every_kind_of_half(isa):
     assert np.isfinite(out[0]).all() and not np.isfinite(out[1]).all()
 
 
-def test_kvcache_in_float16(isa, rng):
-    q, k, v = half_qkv(rng, B=(1,), H=8, Hkv=2, n=24, m=24, d=16)
-    cache = attncore.KVCache(2, 16, batch=(1,), dtype=np.float16, capacity=2)
+def test_kvcache_in_16_bits(isa, rng, kind):
+    q, k, v = half_qkv(rng, B=(1,), H=8, Hkv=2, n=24, m=24, d=16, kind=kind)
+    dtype = "bfloat16" if kind == "bfloat16" else k.dtype
+    cache = attncore.KVCache(2, 16, batch=(1,), dtype=dtype, capacity=2)
     outs = []
     for t in range(24):
-        cache.append(k[..., t:t + 1, :], v[..., t:t + 1, :])
+        # a bfloat16 cache takes bits and ml_dtypes' bfloat16 alike
+        kt, vt = k[..., t:t + 1, :], v[..., t:t + 1, :]
+        if kind != "float16" and t % 2:
+            kt, vt = kt.view(cache.dtype), vt.view(cache.dtype)
+        cache.append(kt, vt)
         outs.append(cache.attend(q[..., t:t + 1, :]))
-    assert cache.keys.dtype == np.float16
+    want = {"float16": np.float16, "ml_dtypes": k.dtype}.get(kind)
+    assert cache.keys.dtype == (want or attncore._bfloat16.storage_dtype())
+    assert np.array_equal(widen(cache.keys), widen(k)) and np.array_equal(widen(cache.values),
+                                                                          widen(v))
     assert_close(np.concatenate(outs, axis=-2), attncore.attention(q, k, v, causal=True),
                  2 * tol(np.float32, 24, 16))
 
@@ -84,3 +122,40 @@ def test_half_dtype_rules(impl):
         with pytest.raises(TypeError, match=r"float16|must be float32 or float64"):
             impl.attention(*args)
     assert impl.attention(f, h, h).dtype == np.float32
+
+
+def test_bfloat16_conversion_is_exact_and_rounds_to_nearest_even(isa):
+    # every finite bfloat16, read back through the scores: widening is exact
+    bits = np.arange(0, 2**16, dtype=np.uint16)
+    wide = attncore.from_bfloat16(bits)
+    bits = bits[np.isfinite(wide)]
+    k = bits[: bits.size // 63 * 63].reshape(-1, 63)
+    s = attncore.scores(np.eye(63, dtype=np.float32), k, scale=1.0)
+    assert np.array_equal(s, attncore.from_bfloat16(k).T)
+    # rounding: ties to even, carries into the exponent, inf and NaN kept
+    x = np.array([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, 3.4028235e38, -np.inf, np.nan,
+                  -0.0, 1e-40], np.float32)
+    got = attncore.from_bfloat16(attncore.to_bfloat16(x))
+    assert got[0] == 1 and got[1] == 1 + 4 * 2**-8 and got[2] == 1 + 2**-7
+    assert got[3] == np.inf and got[4] == -np.inf and np.isnan(got[5])
+    assert np.signbit(got[6]) and got[6] == 0 and 0 < got[7] < 1.1e-40
+    if ml_dtypes is not None:  # the same bits as ml_dtypes' own rounding
+        y = np.random.default_rng(0).standard_normal(10_000).astype(np.float32) * 1e3
+        assert np.array_equal(attncore.to_bfloat16(y), y.astype(ml_dtypes.bfloat16).view(np.uint16))
+    with pytest.raises(TypeError, match="expected bfloat16"):
+        attncore.from_bfloat16(np.zeros(3, np.float16))
+
+
+@pytest.mark.parametrize("impl", [attncore, attncore.reference])
+def test_bfloat16_dtype_rules(impl):
+    b = np.zeros((2, 4, 8), np.uint16)
+    h = np.zeros((2, 4, 8), np.float16)
+    f = np.zeros((2, 4, 8), np.float32)
+    d = np.zeros((2, 4, 8))
+    for args in ((d, b, b), (f, b, f), (f, b, h), (f, h, b)):
+        with pytest.raises(TypeError, match=r"bfloat16|must be float32 or float64"):
+            impl.attention(*args)
+    assert impl.attention(f, b, b).dtype == np.float32
+    for fn in (attncore.plain_attention, attncore.linear_attention):
+        with pytest.raises(TypeError, match="bfloat16"):
+            fn(f, b, b)

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import attncore
+
+
+def _itemsize(dtype: str) -> int:
+    return 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+
 
 @dataclass(frozen=True)
 class Case:
@@ -31,7 +37,7 @@ class Case:
     regime: str = "prefill"
     keys: int | None = None  # m; default n
     kv_heads: int | None = None  # default H
-    kv_dtype: str | None = None  # the cache's dtype; default dtype (float16 allowed)
+    kv_dtype: str | None = None  # the cache's dtype; default dtype (float16, bfloat16 allowed)
     window: int | None = None
 
     @property
@@ -71,7 +77,7 @@ class Case:
         """Compulsory memory traffic: Q read and O written once, K and V read
         once (once per kv head: a GQA group shares them); the materialising
         methods also write and read back the n×m table."""
-        it, kv, B, H = self.itemsize, np.dtype(self.kv).itemsize, self.B, self.H
+        it, kv, B, H = self.itemsize, _itemsize(self.kv), self.B, self.H
         io = it * B * H * 2 * self.n * self.d + kv * B * self.Hkv * 2 * self.m * self.d
         if self.regime == "backward":  # and out, dout read; dq, dk, dv written
             io *= 2
@@ -81,7 +87,7 @@ class Case:
 
     def kv_bytes(self) -> int:
         """The K/V bytes a decode step reads: what its GB/s counts."""
-        return np.dtype(self.kv).itemsize * self.B * self.Hkv * 2 * self.m * self.d
+        return _itemsize(self.kv) * self.B * self.Hkv * 2 * self.m * self.d
 
     def label(self) -> str:
         extra = f" m={self.m} H={self.H}/{self.Hkv} {self.kv}" if self.regime == "decode" else ""
@@ -103,7 +109,7 @@ def default_cases(mode: str = "default") -> list[Case]:
         ms, wn = (1024, 4096, 16384, 32768), (1024, 4096)
     prefill = [Case(n, 64, c) for n in ns for c in (False, True)] + extra
     decode = [Case(1, 128, False, H=32, regime="decode", keys=m, kv_heads=hkv, kv_dtype=kv)
-              for kv in ("float32", "float16") for hkv in (32, 8) for m in ms]
+              for kv in ("float32", "float16", "bfloat16") for hkv in (32, 8) for m in ms]
     windows = (256, None) if mode == "quick" else (256, 1024, None)
     window = [Case(n, 64, True, regime="window", window=w) for w in windows for n in wn]
     bn = (1024,) if mode == "quick" else (1024, 2048, 4096) if mode == "full" else (1024, 2048)
@@ -115,7 +121,10 @@ def make_inputs(case: Case, seed: int = 0):
     rng = np.random.default_rng(seed)
 
     def draw(h, rows, dtype):
-        return rng.standard_normal((case.B, h, rows, case.d), dtype=np.float64).astype(dtype)
+        x = rng.standard_normal((case.B, h, rows, case.d), dtype=np.float64)
+        if dtype == "bfloat16":  # a bfloat16 cache: its bits, as uint16
+            return attncore.to_bfloat16(x)
+        return x.astype(dtype)
 
     return (draw(case.H, case.n, case.dtype), draw(case.Hkv, case.m, case.kv),
             draw(case.Hkv, case.m, case.kv))

@@ -32,6 +32,8 @@ def numpy_attention(q, k, v, causal: bool = False, window: int | None = None):
     for b in range(B):
         for h in range(H):
             kh, vh = k[b, h * Hkv // H], v[b, h * Hkv // H]
+            if kh.dtype == np.uint16:  # a bfloat16 cache, as its bits: NumPy needs floats
+                kh, vh = attncore.from_bfloat16(kh), attncore.from_bfloat16(vh)
             s = q[b, h] @ kh.T
             s *= scale
             if hidden is not None:
@@ -56,7 +58,9 @@ def _torch_runner(q, k, v, causal):
     import torch.nn.functional as F
 
     tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
-    if tk.dtype != tq.dtype:  # a float16 cache: torch wants one dtype, so all half
+    if tk.dtype == torch.uint16:  # a bfloat16 cache, as its bits
+        tk, tv = tk.view(torch.bfloat16), tv.view(torch.bfloat16)
+    if tk.dtype != tq.dtype:  # a 16-bit cache: torch wants one dtype, so all 16-bit
         tq = tq.to(tk.dtype)
     gqa = tq.shape[1] != tk.shape[1]
     # torch's is_causal is top-left; attncore's bottom-right.  They agree for

@@ -1,0 +1,58 @@
+"""bfloat16 for a KV cache: what it is and how attncore recognises it.
+
+A bfloat16 is the top 16 bits of a float32 — the same sign and 8-bit
+exponent, 7 bits of mantissa — so it keeps float32's range at half the bytes,
+and widening it back is exact (a shift).  NumPy has no bfloat16 dtype, so
+attncore takes either of two forms for ``k`` and ``v``:
+
+- a uint16 array holding the bits (``to_bfloat16`` makes one), or
+- an array of ``ml_dtypes.bfloat16``, when that package is installed.
+
+Queries stay float32 and so does the arithmetic: the kernels widen K and V as
+they load them, exactly as for a float16 cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+BITS = np.dtype(np.uint16)
+
+
+def is_bfloat16(dt: np.dtype) -> bool:
+    """uint16 (bfloat16 bits) or ml_dtypes' bfloat16."""
+    dt = np.dtype(dt)
+    return dt.newbyteorder("=") == BITS or (dt.name == "bfloat16" and dt.itemsize == 2)
+
+
+def storage_dtype() -> np.dtype:
+    """The dtype a bfloat16 cache stores: ml_dtypes' bfloat16 when it is
+    installed, else uint16 bits."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return BITS
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def to_bfloat16(x: ArrayLike) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even), as
+    uint16 bits; NaN stays NaN (quiet), ±inf stays ±inf."""
+    f = np.ascontiguousarray(x, dtype=np.float32)
+    u = f.view(np.uint32)
+    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    nan = np.isnan(f)
+    out = rounded.astype(np.uint16)
+    out[nan] = ((u[nan] >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
+    return out
+
+
+def from_bfloat16(bits: ArrayLike, dtype: np.dtype | type = np.float32) -> np.ndarray:
+    """bfloat16 (uint16 bits or ml_dtypes.bfloat16) widened, exactly, to float32
+    (then to dtype)."""
+    a = np.asarray(bits)
+    if not is_bfloat16(a.dtype):
+        raise TypeError(f"expected bfloat16 (uint16 bits or ml_dtypes.bfloat16), got {a.dtype}")
+    wide = a.view(np.uint16).astype(np.uint32) << np.uint32(16)
+    return wide.view(np.float32).astype(dtype, copy=False)
