@@ -61,9 +61,30 @@ static inline __m256d pow2_f64(__m256d n) {
     return _mm256_castsi256_pd(_mm256_slli_epi64(e, 52));
 }
 
-/* p·2^n, then the lanes out of range: x > hi -> inf, x < lo -> 0, NaN -> NaN */
-#define AC_EXP_FINISH(suf, VT_, ps, lo, hi)                                                   \
+/* p·2^n by adding n to p's exponent field: exact, and one integer add, while
+ * the result is a normal number — n <= 126 (float) / 1022 (double), which
+ * x <= fast_hi ensures (p's own exponent is 0 or -1). */
+static inline __m256 ldexp_bits_f32(__m256 p, __m256 n) {
+    return _mm256_castsi256_ps(_mm256_add_epi32(
+        _mm256_castps_si256(p), _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23)));
+}
+static inline __m256d ldexp_bits_f64(__m256d p, __m256d n) {
+    return _mm256_castsi256_pd(_mm256_add_epi64(
+        _mm256_castpd_si256(p), _mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), 52)));
+}
+
+/* p·2^n, then the lanes out of range: x > hi -> inf, x < lo -> 0, NaN -> NaN.
+ * A softmax's exponents are <= 0, so nearly every vector takes the first
+ * branch: p·2^n in one add, the lanes below lo (and -inf) zeroed by a mask,
+ * NaN put back — the same bits as the general way below, which builds 2^n in
+ * two halves so that n = 128 (x near ln FLT_MAX) does not overflow early. */
+#define AC_EXP_FINISH(suf, VT_, ps, lo, hi, fast_hi)                                          \
     static inline VT_ exp_finish_##suf(VT_ p, VT_ n, VT_ x) {                                 \
+        if (!_mm256_movemask_##ps(_mm256_cmp_##ps(x, _mm256_set1_##ps(fast_hi), _CMP_GT_OQ))) { \
+            VT_ y = _mm256_and_##ps(ldexp_bits_##suf(p, n),                                   \
+                                    _mm256_cmp_##ps(x, _mm256_set1_##ps(lo), _CMP_GE_OQ));    \
+            return _mm256_blendv_##ps(y, x, _mm256_cmp_##ps(x, x, _CMP_UNORD_Q));             \
+        }                                                                                     \
         VT_ n1 = _mm256_floor_##ps(_mm256_mul_##ps(n, _mm256_set1_##ps(0.5)));                \
         VT_ y = _mm256_mul_##ps(_mm256_mul_##ps(p, pow2_##suf(n1)),                          \
                                 pow2_##suf(_mm256_sub_##ps(n, n1)));                          \
@@ -73,8 +94,8 @@ static inline __m256d pow2_f64(__m256d n) {
                                _mm256_cmp_##ps(x, _mm256_set1_##ps(lo), _CMP_LT_OQ));         \
         return _mm256_blendv_##ps(y, x, _mm256_cmp_##ps(x, x, _CMP_UNORD_Q));                 \
     }
-AC_EXP_FINISH(f32, __m256, ps, -87.33654f, 88.72283f)
-AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
+AC_EXP_FINISH(f32, __m256, ps, -87.33654f, 88.72283f, 87.0f)
+AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384, 708.0)
 
 /* ---- float32 ---- */
 #define real float
