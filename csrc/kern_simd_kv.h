@@ -8,6 +8,8 @@
 
 #define QK_W (QK_C * VL) /* keys per register tile of qk: the packed panel's width */
 #define PV_WIDE 8        /* most vectors of one row a P·V tile holds (decode) */
+/* vectors of K/V values in a 64-byte cache line (at least 1) */
+#define LINE_V (64 / (VL * (int)sizeof(kvreal)) > 0 ? 64 / (VL * (int)sizeof(kvreal)) : 1)
 
 /* kp = Kᵀ (d, ldkt), zero-padded to whole register tiles (and converted to
  * float32 from a float16 cache: once per call, not once per use). */
@@ -34,11 +36,25 @@ static inline __attribute__((always_inline)) void FN(qkd_keys)(
     VT acc[8][4];
     for (int u = 0; u < keys; u++)
         for (int i = 0; i < rows; i++) acc[u][i] = V_ZERO();
-    for (int64_t t = 0; t < dvec; t += VL) {
+    /* a cache line of each key a step (LINE_V vectors), prefetched once */
+    const int64_t dline = d / (LINE_V * VL) * (LINE_V * VL);
+    int64_t t = 0;
+    for (; t < dline; t += LINE_V * VL) {
+        for (int u = 0; u < keys; u++)
+            __builtin_prefetch(k + (u + QKD_AHEAD) * ldk + t); /* the stream, well ahead */
+        for (int l = 0; l < LINE_V; l++) {
+            VT qv[4];
+            for (int i = 0; i < rows; i++) qv[i] = V_LOADU(q + i * ldq + t + l * VL);
+            for (int u = 0; u < keys; u++) {
+                VT kv = V_LOADU_KV(k + u * ldk + t + l * VL);
+                for (int i = 0; i < rows; i++) acc[u][i] = V_FMA(qv[i], kv, acc[u][i]);
+            }
+        }
+    }
+    for (; t < dvec; t += VL) { /* the vectors past the last whole line */
         VT qv[4];
         for (int i = 0; i < rows; i++) qv[i] = V_LOADU(q + i * ldq + t);
         for (int u = 0; u < keys; u++) {
-            __builtin_prefetch(k + (u + QKD_AHEAD) * ldk + t); /* the stream, well ahead */
             VT kv = V_LOADU_KV(k + u * ldk + t);
             for (int i = 0; i < rows; i++) acc[u][i] = V_FMA(qv[i], kv, acc[u][i]);
         }
@@ -116,6 +132,8 @@ static inline __attribute__((always_inline)) void FN(pv_block)(
         VT pb[4];
         for (int i = 0; i < rows; i++) pb[i] = V_SET1(p[i * ldp + t]);
         for (int j = 0; j < nvec; j++) {
+            if (j % LINE_V == 0) /* the row PV_FEW_T on, a cache line at a time */
+                __builtin_prefetch(v + (t + PV_FEW_T) * ldv + j * VL);
             VT vv = V_LOADU_KV(v + t * ldv + j * VL);
             for (int i = 0; i < rows; i++) acc[i][j] = V_FMA(pb[i], vv, acc[i][j]);
         }
@@ -129,9 +147,6 @@ static inline __attribute__((always_inline)) void FN(pv_few_rows)(
     int64_t ldv, real *o, int64_t ldo) {
     for (int64_t t0 = 0; t0 < bk; t0 += PV_FEW_T) {
         const int64_t bt = bk - t0 < PV_FEW_T ? bk - t0 : PV_FEW_T;
-        for (int64_t t = t0 + PV_FEW_T; t < t0 + 2 * PV_FEW_T && t < bk; t++)
-            for (int64_t c = 0; c < dvec * (int64_t)sizeof(kvreal); c += 64)
-                __builtin_prefetch((const char *)(v + t * ldv) + c); /* the next block */
         int64_t c0 = 0;
         for (; c0 + chunk * VL <= dvec; c0 += chunk * VL)
             FN(pv_block)(rows, chunk, bt, p + t0, ldp, v + t0 * ldv + c0, ldv, o + c0, ldo);
@@ -177,3 +192,4 @@ static void FN(pv)(int64_t bq, int64_t bk, int64_t dv, const real *p, int64_t ld
 #undef PV_FEW_T
 #undef PV_FEW_CHUNK
 #undef QKD_KEYS
+#undef LINE_V
