@@ -39,9 +39,19 @@ static inline __attribute__((always_inline)) void FN(qkd_keys)(
     /* a cache line of each key a step (LINE_V vectors), prefetched once */
     const int64_t dline = d / (LINE_V * VL) * (LINE_V * VL);
     int64_t t = 0;
+    /* The stream is prefetched QKD_AHEAD keys ahead.  When K's rows lie
+     * back to back (ldk = d, as in a cache) the lines of these keys' rows
+     * there are one run, walked by a single pointer — one register, not one
+     * offset per key, which would not fit beside the accumulators. */
+    const char *pf = (const char *)(k + QKD_AHEAD * ldk);
+    const int run = ldk == d;
     for (; t < dline; t += LINE_V * VL) {
-        for (int u = 0; u < keys; u++)
-            __builtin_prefetch(k + (u + QKD_AHEAD) * ldk + t); /* the stream, well ahead */
+        if (run) {
+            for (int u = 0; u < keys; u++) __builtin_prefetch(pf + u * 64);
+            pf += keys * 64;
+        } else {
+            for (int u = 0; u < keys; u++) __builtin_prefetch(k + (u + QKD_AHEAD) * ldk + t);
+        }
         for (int l = 0; l < LINE_V; l++) {
             VT qv[4];
             for (int i = 0; i < rows; i++) qv[i] = V_LOADU(q + i * ldq + t + l * VL);
