@@ -41,6 +41,15 @@ static inline float hmax_f32(__m256 v) {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+/* The sums of eight vectors at once, out[u] = Σ a[u]: two rounds of hadd
+ * pair them up within each 128-bit half, then the halves are added. */
+static inline void hsum8_f32(const __m256 *a, float *out) {
+    const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 lo4 = _mm256_hadd_ps(h01, h23), hi4 = _mm256_hadd_ps(h45, h67);
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(lo4, hi4, 0x20),
+                                        _mm256_permute2f128_ps(lo4, hi4, 0x31)));
+}
 static inline double hsum_f64(__m256d v) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
@@ -114,6 +123,7 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384, 708.0)
 #define V_MIN _mm256_min_ps
 #define V_HMAX hmax_f32
 #define V_HSUM hsum_f32
+#define V_HSUM8 hsum8_f32
 #define VN_T __m256
 #define VN_INIT _mm256_setzero_ps()
 #define VN_ACC(acc, v) _mm256_or_ps((acc), _mm256_cmp_ps((v), (v), _CMP_UNORD_Q))
@@ -171,6 +181,7 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384, 708.0)
 #undef V_MIN
 #undef V_HMAX
 #undef V_HSUM
+#undef V_HSUM8
 #undef VN_T
 #undef VN_INIT
 #undef VN_ACC

@@ -69,9 +69,25 @@ static inline __attribute__((always_inline)) void FN(qkd_keys)(
             for (int i = 0; i < rows; i++) acc[u][i] = V_FMA(qv[i], kv, acc[u][i]);
         }
     }
+    /* each accumulator summed across its vector: eight at once where the ISA
+     * has a transposing reduction (V_HSUM8), else one by one */
+    real sum[8][4];
+#ifdef V_HSUM8
+    if (keys * rows == 8) {
+        VT flat[8];
+        real out[8];
+        for (int u = 0; u < keys; u++)
+            for (int i = 0; i < rows; i++) flat[u * rows + i] = acc[u][i];
+        V_HSUM8(flat, out);
+        for (int u = 0; u < keys; u++)
+            for (int i = 0; i < rows; i++) sum[u][i] = out[u * rows + i];
+    } else
+#endif
+        for (int u = 0; u < keys; u++)
+            for (int i = 0; i < rows; i++) sum[u][i] = V_HSUM(acc[u][i]);
     for (int u = 0; u < keys; u++)
         for (int i = 0; i < rows; i++) {
-            real x = V_HSUM(acc[u][i]);
+            real x = sum[u][i];
             for (int64_t t = dvec; t < d; t++) x += q[i * ldq + t] * KV_TO_REAL(k[u * ldk + t]);
             s[i * lds + u] = x * scale;
         }
