@@ -8,14 +8,24 @@
  *   dV  += Pᵀ·dO,   dP = dO·Vᵀ,   dS = P ∘ (dP − D)
  *   dK  += dSᵀ·Q·scale,   dQ += dS·K·scale
  *
- * No race and no atomics: pass A gives each (batch, kv head, K block) task
- * its own rows of dK and dV and walks every Q block of every query head of
- * the GQA group (so the group's gradients are summed); pass B gives each
- * (batch, head, Q block) task its rows of dQ and walks the K blocks.  The
- * price is computing S, P and dP twice — about 1.4× the FLOPs of a single
- * pass with atomic dQ updates — for O(n·d) extra memory (packed K and V,
- * D, per-thread tiles).  Blocks outside the band are skipped in both
- * passes, as in the forward.
+ * No race and no atomics, in one of two ways.
+ *
+ *   one pass, when there are (batch, kv head) pairs enough for every thread
+ *   (at least two a thread): a task owns one pair — the rows of dK and dV
+ *   of its kv head and the rows of dQ of every query head of its GQA group
+ *   — and walks its K blocks in order, each against every Q block of the
+ *   group: five products a tile (S, dP, dV, dK, dQ).
+ *
+ *   two passes, when there are not (one long sequence, few heads): pass A
+ *   gives each (batch, kv head, K block) task its own rows of dK and dV and
+ *   walks every Q block of every query head of the group; pass B gives each
+ *   (batch, head, Q block) task its rows of dQ and walks the K blocks.  S, P
+ *   and dP are computed twice — seven products a tile, 1.4× the FLOPs —
+ *   the price of sharing one head's work among threads without atomics.
+ *
+ * dQ sums its K blocks in the same order either way, so the two give the
+ * same bits.  Extra memory O(n·d): packed K and V, D, per-thread tiles.
+ * Blocks outside the band are skipped, as in the forward.
  *
  * Needs tiles_body.h included before it.
  */
@@ -71,9 +81,11 @@ typedef struct {
 
 /* Pass A, slot t: the rows of dK and dV of one (batch, kv head, K block of
  * the band), summed over every Q block of every query head of its GQA group.
- * (The rows of K outside every band keep the zero gradient they start with.) */
+ * (The rows of K outside every band keep the zero gradient they start with.)
+ * dq non-NULL (one pass): dQ += dS·K for those Q blocks too — the caller
+ * owns their rows and brings the K blocks in order. */
 static void dkdv_block(const ac_kernels *K, const ac_attn_args *a, const bwd_plan *P, int64_t t,
-                       const bwd_scratch *w, real *dk, real *dv, ac_stop *stop) {
+                       const bwd_scratch *w, real *dk, real *dv, real *dq, ac_stop *stop) {
     const int64_t H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m, g = H / Hkv;
     const int64_t dkk = a->dk, dvv = a->dv, bq = P->bq, bk = P->bk, nband = P->nband;
     const int64_t b = t / (Hkv * nband), hk = t / nband % Hkv, kb = P->kb0[b] + t % nband;
@@ -103,6 +115,10 @@ static void dkdv_block(const ac_kernels *K, const ac_attn_args *a, const bwd_pla
             transpose(w->ds, rows, cols, bk, w->tr); /* dSᵀ (cols, rows) */
             /* dK += dSᵀ·Q (the scale once, at the end) */
             K->KV_OPS.pv(cols, rows, dkk, w->tr, rows, qb_, a->q_stride[2], dkb, dkk);
+            if (dq) /* dQ += dS·K (the scale once, at the end) */
+                K->KV_OPS.pv(rows, cols, dkk, w->ds, bk,
+                             kv_head(P->k, a->k_stride, b, hk) + j0 * a->k_stride[2],
+                             a->k_stride[2], dq + (hb * n + i0) * dkk, dkk);
         }
     }
     for (int64_t x = 0; x < cols * dkk; x++) dkb[x] *= (real)a->scale;
@@ -173,6 +189,8 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
     ac_stop_init(&stop, a);
     const bwd_plan plan = {q, k, lse, dout, kpack, vpack, D, kb0, kb1, bq, bk, nqb, nband, pk,
                            pv};
+    const int team = AC_NUM_THREADS(a->num_threads);
+    const int one_pass = team == 1 || B * Hkv >= 2 * (int64_t)team; /* see the top */
     if (failed) goto done;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
@@ -191,14 +209,26 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
             failed = 1;
         }
         const bwd_scratch w = {ws, ws ? ws + bq * bk : NULL, ws ? ws + 2 * bq * bk : NULL};
-        /* pass A: dK and dV, one (batch, kv head, K block of the band) a task */
-        #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < npack; t++)
-            if (ws && !ac_stop_poll(&stop)) dkdv_block(K, a, &plan, t, &w, dk, dv, &stop);
-        /* pass B: dQ, one (batch, head, Q block) a task */
-        #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < B * H * nqb; t++)
-            if (ws && !ac_stop_poll(&stop)) dq_block(K, a, &plan, t, &w, dq, &stop);
+        if (one_pass) {
+            /* dK, dV and dQ, one (batch, kv head) a task, its K blocks in order */
+            #pragma omp for schedule(dynamic, 1)
+            for (int64_t bh = 0; bh < B * Hkv; bh++) {
+                for (int64_t i = 0; i < nband; i++)
+                    if (ws && !ac_stop_poll(&stop))
+                        dkdv_block(K, a, &plan, bh * nband + i, &w, dk, dv, dq, &stop);
+                real *dqg = dq + bh * (H / Hkv) * n * dkk; /* the group's rows of dQ */
+                for (int64_t x = 0; x < H / Hkv * n * dkk; x++) dqg[x] *= (real)a->scale;
+            }
+        } else {
+            /* pass A: dK and dV, one (batch, kv head, K block of the band) a task */
+            #pragma omp for schedule(dynamic, 1)
+            for (int64_t t = 0; t < npack; t++)
+                if (ws && !ac_stop_poll(&stop)) dkdv_block(K, a, &plan, t, &w, dk, dv, NULL, &stop);
+            /* pass B: dQ, one (batch, head, Q block) a task */
+            #pragma omp for schedule(dynamic, 1)
+            for (int64_t t = 0; t < B * H * nqb; t++)
+                if (ws && !ac_stop_poll(&stop)) dq_block(K, a, &plan, t, &w, dq, &stop);
+        }
         ac_ws_free(ws, scratch, sizeof(real));
     }
 done:

@@ -86,3 +86,22 @@ def test_backward_errors(rng):
     with pytest.raises(TypeError, match=r"float32 or float64"):
         attncore.attention_backward(q.astype(np.float32), h, h, out.astype(np.float32),
                                     lse.astype(np.float32), out.astype(np.float32))
+
+
+def test_one_pass_and_two_pass_backward_give_the_same_bits(rng):
+    """Enough (batch, kv head) pairs for every thread: one pass, each task
+    owning its group's dQ; too few: two passes.  dQ sums its K blocks in the
+    same order either way."""
+    q, k, v = qkv(rng, B=(1,), H=4, Hkv=2, n=300, m=300, dk=16, dv=8, dtype=np.float32)
+    out, lse = attncore.attention(q, k, v, causal=True, return_lse=True)
+    do = rng.standard_normal(out.shape).astype(np.float32)
+    before = attncore.get_num_threads()
+    try:
+        attncore.set_num_threads(1)  # 2 pairs, 1 thread: one pass
+        one = attncore.attention_backward(q, k, v, out, lse, do, causal=True)
+        attncore.set_num_threads(2)  # 2 pairs, 2 threads: two passes
+        two = attncore.attention_backward(q, k, v, out, lse, do, causal=True)
+    finally:
+        attncore.set_num_threads(before)
+    for a, b in zip(one, two):
+        assert np.array_equal(a, b)

@@ -1,0 +1,101 @@
+/* kernel_timing.c — the micro-kernels of one ISA timed on one blockwise tile,
+ * one thread, against the same thread's FMA roof: what each pass of a tile
+ * costs, and so what bounds the whole kernel on this machine.
+ *
+ *   tools/kernel-timing.sh [bq bk d]     builds this beside csrc/ and runs it
+ *                                        for every ISA the CPU has
+ *
+ * A tile is the three passes of flash_body.h for one (bq, bk) block:
+ *   qk   S = scale·Q·Kᵀ on the packed K panel, the row maxima fused in
+ *   exp  P = exp(S − m) with the row sums (expsum, row by row)
+ *   pv   O += P·V
+ * Each is timed on its own with its operands resident in cache (the best of
+ * interleaved rounds, so that a slow moment of the machine hits all alike),
+ * then the three in sequence over K/V blocks streamed from a whole head
+ * (n keys), as the kernel does.  The gap between the two is the cost of
+ * reaching K and V beyond L1/L2.  (perf counters are not available on every
+ * machine; this needs none.)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *randoms(int64_t count) {
+    float *x = aligned_alloc(64, (size_t)((count * 4 + 63) / 64 * 64));
+    for (int64_t i = 0; i < count; i++) x[i] = (float)(rand() % 1000) / 1000.0f - 0.5f;
+    return x;
+}
+
+static void one_isa(const char *isa, int bq, int bk, int d, int n) {
+    if (ac_set_isa(isa) != AC_OK) return;
+    const ac_kernels *K = ac_kernels_active();
+    const int64_t pad = K->kt_pad, ldkt = (bk + pad - 1) / pad * pad, nkb = n / bk;
+    float *q = randoms((int64_t)bq * d), *k = randoms((int64_t)n * d), *v = randoms((int64_t)n * d);
+    float *kp = randoms(nkb * d * ldkt), *s = randoms((int64_t)bq * bk);
+    float *o = randoms((int64_t)bq * d), *rmax = randoms(bq);
+    for (int64_t j = 0; j < nkb; j++) K->kv_f32.pack(bk, d, k + j * bk * d, d, kp + j * d * ldkt);
+    int64_t flops;
+    K->fma_probe(1000, &flops);
+    double best[4] = {1e9, 1e9, 1e9, 1e9}, roof = 0;
+    const int reps = 200;
+    for (int round = 0; round < 5; round++) {
+        double t0 = now();
+        K->fma_probe(20000000, &flops);
+        double t1 = now();
+        if (flops / (t1 - t0) > roof) roof = flops / (t1 - t0);
+        t0 = now();
+        for (int r = 0; r < reps; r++) {
+            for (int i = 0; i < bq; i++) rmax[i] = -INFINITY;
+            K->f32.qk(bq, bk, d, q, d, kp, bk, 0.125f, s, bk, rmax);
+        }
+        t1 = now();
+        for (int r = 0; r < reps; r++)
+            for (int i = 0; i < bq; i++) K->f32.expsum(s + i * bk, bk, rmax[i] + 1.0f);
+        double t2 = now();
+        for (int r = 0; r < reps; r++) K->kv_f32.pv(bq, bk, d, s, bk, v, d, o, d);
+        double t3 = now();
+        /* the three in sequence, K and V blocks streamed from the whole head */
+        for (int64_t j = 0; j < nkb; j++) {
+            for (int i = 0; i < bq; i++) rmax[i] = -INFINITY;
+            K->f32.qk(bq, bk, d, q, d, kp + j * d * ldkt, bk, 0.125f, s, bk, rmax);
+            for (int i = 0; i < bq; i++) K->f32.expsum(s + i * bk, bk, rmax[i]);
+            K->kv_f32.pv(bq, bk, d, s, bk, v + j * bk * d, d, o, d);
+        }
+        double t4 = now();
+        const double phase[4] = {(t1 - t0) / reps, (t2 - t1) / reps, (t3 - t2) / reps,
+                                 (t4 - t3) / (double)nkb};
+        for (int p = 0; p < 4; p++)
+            if (phase[p] < best[p]) best[p] = phase[p];
+    }
+    const double fl = 2.0 * bq * bk * d, tile = best[0] + best[1] + best[2];
+    printf("%-7s roof %6.1f GFLOP/s (1 thread) | qk %5.1f us %3.0f%% | exp %5.1f us | pv %5.1f us "
+           "%3.0f%% | tile %3.0f%% of roof, exp %2.0f%% of it | streamed from n=%d: %3.0f%%\n",
+           isa, roof / 1e9, best[0] * 1e6, 100 * fl / best[0] / roof, best[1] * 1e6,
+           best[2] * 1e6, 100 * fl / best[2] / roof, 100 * 2 * fl / tile / roof,
+           100 * best[1] / tile, n, 100 * 2 * fl / best[3] / roof);
+    free(q), free(k), free(v), free(kp), free(s), free(o), free(rmax);
+}
+
+int main(int argc, char **argv) {
+    const int bq = argc > 1 ? atoi(argv[1]) : 128, bk = argc > 2 ? atoi(argv[2]) : 128;
+    const int d = argc > 3 ? atoi(argv[3]) : 64, n = argc > 4 ? atoi(argv[4]) : 4096;
+    if (bq < 1 || bk < 1 || d < 1 || n < bk) {
+        fprintf(stderr, "usage: kernel_timing [bq bk d n]  (n >= bk)\n");
+        return 2;
+    }
+    printf("one (bq=%d, bk=%d, d=%d) float32 tile; %% of the one-thread FMA roof\n", bq, bk, d);
+    const char *isas[] = {"avx512", "avx2", "scalar"};
+    for (int i = 0; i < 3; i++)
+        if (ac_isa_supported(isas[i])) one_isa(isas[i], bq, bk, d, n);
+    return 0;
+}
