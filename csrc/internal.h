@@ -15,7 +15,6 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "attncore.h"
 
@@ -106,14 +105,6 @@ extern const ac_kernels ac_kernels_avx2;
 extern const ac_kernels ac_kernels_avx512;
 
 /* IEEE half -> float, exactly (subnormals, inf and NaN included). */
-/* A bfloat16 is the top half of a float32: the conversion is exact, a shift. */
-static inline float ac_bf16_to_float(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 static inline float ac_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
     uint32_t bits;
@@ -131,6 +122,14 @@ static inline float ac_half_to_float(uint16_t h) {
         }
         bits = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ffu) << 13);
     }
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* A bfloat16 is the top half of a float32: the conversion is exact, a shift. */
+static inline float ac_bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
     float f;
     __builtin_memcpy(&f, &bits, sizeof f);
     return f;

@@ -99,13 +99,12 @@ void ac_tile_sizes(const ac_attn_args *a, int real_bytes, ac_tiles_use use, int6
     if (*bq == 0 || *bk == 0) {
         int64_t dq, dk;
         default_tiles(real_bytes, &dq, &dk);
-        /* A narrow window: half-size tiles waste fewer cells outside the band
-         * (measured at w=256, n=16384: 8% faster than the default tiles). */
-        /* The backward holds three tiles a thread (P, dS and a transpose)
-         * where the forward holds one: half-size tiles keep them in L2
-         * (measured on AVX2, 2 threads, causal n=1024 d=64: 39-41 ms at
-         * 128×128, 26-33 ms at 64×64; scalar 312 -> 257 ms at 32×32;
-         * float64 78 -> 68 ms). */
+        /* Half-size tiles for a narrow window, which wastes fewer cells
+         * outside the band (w=256, n=16384: 8% faster), and for the backward,
+         * which holds three tiles a thread (P, dS, a transpose) where the
+         * forward holds one, and keeps them in L2 so (AVX2, 2 threads, causal
+         * n=1024 d=64: 39-41 ms at 128×128, 26-33 ms at 64×64; scalar 312 ->
+         * 257 ms at 32×32; float64 78 -> 68 ms). */
         if ((use == AC_TILES_FLASH && a->window > 0 && a->window <= 2 * dk) ||
             use == AC_TILES_BACKWARD) {
             dq = dq / 2 > 8 ? dq / 2 : 8;

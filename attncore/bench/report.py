@@ -58,6 +58,11 @@ def _case_key(r) -> tuple:
             r.get("window"), r["dtype"], r.get("kv_dtype", r["dtype"]))
 
 
+def _mask(r) -> str:
+    """A row's mask as the tables show it: full, causal, causal w=256."""
+    return ("causal" if r["causal"] else "full") + (f" w={r['window']}" if r.get("window") else "")
+
+
 def table_rows(result: dict) -> list[list[str]]:
     """One line per (case, method): time, GFLOP/s, GB/s, % of the regime's
     roof (FMA for prefill, streaming read for decode), speed-ups, memory."""
@@ -75,9 +80,7 @@ def table_rows(result: dict) -> list[list[str]]:
                 roof, got = roofs.get("read_gbs"), r["gbs"]
             else:
                 roof, got = roofs.get("fma_gflops"), r["gflops"]
-            mask = "causal" if r["causal"] else "full"
-            mask += f" w={r['window']}" if r.get("window") else ""
-            kv = r.get("kv_dtype", r["dtype"])
+            mask, kv = _mask(r), r.get("kv_dtype", r["dtype"])
             out.append([r["regime"], str(r["n"]), str(r["m"]), str(r["d"]),
                         f"{r['H']}/{r.get('Hkv', r['H'])}", mask,
                         r["dtype"] if kv == r["dtype"] else f"{r['dtype']}/{kv}", method,
@@ -157,9 +160,7 @@ def summary_rows(results: dict) -> list[list[str]]:
             roofs = results[isa]["roofs"]
             got, roof = ((a["gbs"], roofs.get("read_gbs")) if a["regime"] == "decode"
                          else (a["gflops"], roofs.get("fma_gflops")))
-            mask = "causal" if a["causal"] else "full"
-            mask += f" w={a['window']}" if a.get("window") else ""
-            kv = a.get("kv_dtype", a["dtype"])
+            mask, kv = _mask(a), a.get("kv_dtype", a["dtype"])
             label = (f"{a['regime']} n={a['n']} m={a['m']} d={a['d']} "
                      f"H={a['H']}/{a.get('Hkv', a['H'])} {mask} {a['dtype']}"
                      + (f"/{kv}" if kv != a["dtype"] else ""))
