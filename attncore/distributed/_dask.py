@@ -1,0 +1,579 @@
+"""The plan run on Dask: data scattered to its owners, one task per pair on
+the query chunk's owner (only K/V move), merges and sums where the data lies."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+import attncore
+from attncore.distributed import _worker as W
+from attncore.distributed._plan import Plan, plan as make_plan
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError("attncore.distributed needs Dask: pip install 'attncore[distributed]'"
+                          ) from None
+    return distributed
+
+
+class WorkerLostError(RuntimeError):
+    """A worker that held a computation's data left the cluster before it ended."""
+
+
+def alive_workers(client) -> set[str]:
+    """The addresses of the cluster's workers now (all of them: since 2025 the
+    scheduler's summary lists only the first few unless asked for all)."""
+    return set(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def workers_of(client, workers: list[str] | int | None = None) -> list[str]:
+    """The worker addresses to use: all of the cluster's (sorted), its first
+    ``workers`` if an int, or the given addresses."""
+    alive = sorted(alive_workers(client))
+    if not alive:
+        raise ValueError("the Dask cluster has no workers")
+    if workers is None:
+        return alive
+    if isinstance(workers, int):
+        if not 1 <= workers <= len(alive):
+            raise ValueError(f"workers must be in [1, {len(alive)}] for this cluster, "
+                             f"got {workers}")
+        return alive[:workers]
+    missing = [w for w in workers if w not in alive]
+    if missing:
+        raise ValueError(f"not workers of this cluster: {missing}")
+    return list(workers)
+
+
+def wait_for(client, futures: list, addrs: list[str], what: str, poll_s: float = 0.5) -> None:
+    """Wait for futures.  Raise WorkerLostError as soon as a worker they are
+    pinned to has left (its tasks would wait for it for ever) or Dask gives up
+    on them with their data (cancelled futures, a killed worker); re-raise a
+    task's own exception."""
+    distributed = _distributed()
+    pending = [f for f in futures if f is not None]
+    lost = (concurrent.futures.CancelledError, distributed.KilledWorker)
+    try:
+        while True:
+            try:
+                distributed.wait(pending, timeout=poll_s)
+                break
+            except TimeoutError:
+                alive = alive_workers(client)
+                gone = [a for a in addrs if a not in alive]
+                if gone:
+                    client.cancel(pending)
+                    raise WorkerLostError(f"{what}: worker {', '.join(gone)} left the cluster "
+                                          f"before the computation ended") from None
+        for f in pending:
+            if f.status in ("lost", "cancelled"):
+                raise WorkerLostError(f"{what}: a result was lost ({f.status}) with its worker")
+            if f.status == "error":
+                f.result()  # raises the task's exception
+    except lost as e:
+        raise WorkerLostError(f"{what}: a worker was lost with data the computation needed "
+                              f"({type(e).__name__})") from e
+
+
+def gather(client, futures: list, addrs: list[str], what: str) -> list:
+    """client.gather straight from the workers, a lost worker as WorkerLostError."""
+    wait_for(client, futures, addrs, what)
+    try:
+        return client.gather(futures, direct=True)
+    except (concurrent.futures.CancelledError, _distributed().KilledWorker) as e:
+        raise WorkerLostError(f"{what}: a worker was lost with a result ({type(e).__name__})"
+                              ) from e
+
+
+# --- measured transfers ----------------------------------------------------
+
+_meters: list[Transfers] = []
+_meters_lock = threading.Lock()
+
+
+@dataclass
+class Transfers:
+    """Worker-to-worker bytes of the attncore.distributed calls made inside
+    ``with transfers(client) as t:``, read from the workers' own transfer logs
+    (``Worker.transfer_incoming_log``) when the block ends: ``t.bytes``,
+    ``t.per_worker``.  A worker's log keeps its last
+    ``distributed.admin.low-level-log-length`` transfers (1000 by default);
+    ``t.complete`` is False when a log was full, so older ones may be missing."""
+    client: Any
+    prefixes: list[str] = field(default_factory=list)
+    per_worker: dict[str, int] = field(default_factory=dict)
+    complete: bool = True
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.per_worker.values())
+
+    def read(self) -> dict[str, int]:
+        got = self.client.run(W.incoming, prefixes=self.prefixes) if self.prefixes else {}
+        self.per_worker = {w: size for w, (size, _) in got.items()}
+        self.complete = not any(full for _, full in got.values())
+        return self.per_worker
+
+
+class transfers:
+    """Context manager: ``with transfers(client) as t: ...`` then ``t.bytes``."""
+
+    def __init__(self, client) -> None:
+        self.meter = Transfers(client)
+
+    def __enter__(self) -> Transfers:
+        with _meters_lock:
+            _meters.append(self.meter)
+        return self.meter
+
+    def __exit__(self, *exc) -> None:
+        with _meters_lock:
+            _meters.remove(self.meter)
+        self.meter.read()
+
+
+class _Run:
+    """One call's keys: every key it makes starts with its own prefix, so its
+    transfers can be told apart in the workers' logs."""
+
+    def __init__(self, client, addrs: list[str], what: str) -> None:
+        self.client, self.addrs, self.what = client, addrs, what
+        self.renew()
+
+    def renew(self) -> None:
+        """A new prefix for the keys made from now on (a long-lived object's
+        next call), counted by the transfer meters open now."""
+        self.prefix = f"attncore-{self.what}-{uuid.uuid4().hex[:12]}-"
+        with _meters_lock:
+            for meter in _meters:
+                meter.prefixes.append(self.prefix)
+
+    def key(self, *parts: object) -> str:
+        return self.prefix + "-".join(map(str, parts))
+
+    def submit(self, fn, *args, at: int, name: tuple, **kwargs):
+        return self.client.submit(fn, *args, key=self.key(*name), workers=[self.addrs[at]],
+                                  allow_other_workers=False, pure=False, **kwargs)
+
+    def place(self, name: str, a, bounds: tuple[int, ...], owner: tuple[int, ...]) -> list:
+        """Chunks of a along axis -2, each on its owner: NumPy scattered straight
+        to the worker (never through the scheduler); a dask array rechunked to
+        the bounds and each chunk computed on its owner."""
+        if _is_dask(a):
+            sizes = tuple(b - a_ for a_, b in zip(bounds, bounds[1:]))
+            lazy = a.rechunk({ax: (sizes if ax == a.ndim - 2 else -1) for ax in range(a.ndim)})
+            blocks = lazy.to_delayed().reshape(-1)
+            futures = []
+            for c, block in enumerate(blocks):
+                computed = self.client.compute(block, workers=[self.addrs[owner[c]]],
+                                               allow_other_workers=False)
+                futures.append(self.submit(W.total, -1, computed, at=owner[c], name=(name, c)))
+            return futures
+        futures = []
+        for w in sorted(set(owner)):
+            mine = {self.key(name, c): a[..., bounds[c]:bounds[c + 1], :]
+                    for c in range(len(owner)) if owner[c] == w}
+            placed = self.client.scatter(mine, workers=[self.addrs[w]], direct=True)
+            futures += [(int(k.rsplit("-", 1)[1]), f) for k, f in placed.items()]
+        return [f for _, f in sorted(futures, key=lambda cf: cf[0])]
+
+    def wait(self, futures: list) -> None:
+        wait_for(self.client, futures, self.addrs, f"attncore.distributed.{self.what}")
+
+
+def _is_dask(a) -> bool:
+    return type(a).__module__.startswith("dask.")
+
+
+def _problem(q, k, v, *, scale, causal, window, key_lengths):
+    """Check the shapes and arguments as attncore.attention does, on stand-ins
+    one token long (nothing is computed or copied): (scale, key lengths or
+    None, batch, heads, kv_heads, d_k, d_v, n, m)."""
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+            raise TypeError(f"{name} must be a NumPy or dask array, got {type(a).__name__}")
+        if len(a.shape) < 2:
+            raise ValueError(f"{name} must have at least 2 dims (..., seq, dim), got {a.shape}")
+    stand = [np.zeros(a.shape[:-2] + (1, a.shape[-1]), a.dtype) for a in (q, k, v)]
+    attncore.attention(*stand, scale=scale, causal=causal, window=window)  # raises what it would
+    n, m = q.shape[-2], k.shape[-2]
+    if v.shape[-2] != m:
+        raise ValueError(f"k has {m} keys but v has {v.shape[-2]}")
+    if n == 0 or m == 0:
+        raise ValueError(f"attncore.distributed needs n >= 1 and m >= 1, got n={n}, m={m}")
+    batch = q.shape[:-3]
+    kl = None
+    if key_lengths is not None:
+        kl = np.asarray(key_lengths)
+        if kl.dtype.kind not in "iu":
+            raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
+        try:
+            kl = np.broadcast_to(kl, batch).reshape(-1).astype(np.int64)
+        except ValueError:
+            raise ValueError(f"key_lengths must have the batch shape {batch}, got shape "
+                             f"{np.shape(key_lengths)}") from None
+        if kl.size and (kl.min() < 0 or kl.max() > m):
+            raise ValueError(f"key_lengths must lie in [0, m={m}]")
+    heads = q.shape[-3] if len(q.shape) >= 3 else 1
+    kv_heads = k.shape[-3] if len(k.shape) >= 3 else 1
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    return scale, kl, math.prod(batch), heads, kv_heads, q.shape[-1], v.shape[-1], n, m
+
+
+def _plan_for(q, k, v, workers: int, *, causal, window, layout, chunks, key_lengths,
+              scale) -> tuple[Plan, dict]:
+    scale, kl, B, H, Hkv, dk, dv, n, m = _problem(q, k, v, scale=scale, causal=causal,
+                                                  window=window, key_lengths=key_lengths)
+    pl = make_plan(n, m, workers, causal=causal, layout=layout, chunks=chunks, window=window,
+                   batch=B, heads=H, kv_heads=Hkv, head_dim=dk, value_dim=dv,
+                   itemsize=np.dtype(q.dtype).itemsize, kv_itemsize=np.dtype(k.dtype).itemsize,
+                   key_lengths=kl)
+    geo = dict(n=n, m=m, causal=bool(causal), window=window, scale=scale, key_lengths=kl)
+    return pl, geo
+
+
+def _assemble(run: _Run, futures: dict[int, Any], bounds: tuple[int, ...], shape: tuple, dtype,
+              lazy: bool, fill: float = 0.0, axis: int = -2):
+    """The per-chunk results (chunk -> future of an array) as one array, the
+    chunks along ``axis`` cut at ``bounds``: gathered NumPy, or a dask array
+    of the futures for dask inputs.  A chunk with no future is ``fill`` (rows
+    that see no key, keys that no row sees)."""
+    axis %= len(shape)
+    chunks = len(bounds) - 1
+
+    def chunk_shape(c):
+        s = list(shape)
+        s[axis] = bounds[c + 1] - bounds[c]
+        return tuple(s)
+
+    if lazy:
+        import dask.array as da
+
+        parts = [da.from_delayed(futures[c], chunk_shape(c), dtype=dtype) if c in futures
+                 else da.full(chunk_shape(c), fill, dtype=dtype) for c in range(chunks)]
+        return da.concatenate(parts, axis=axis)
+    result = np.full(shape, fill, dtype)
+    got = gather(run.client, [futures[c] for c in sorted(futures)], run.addrs,
+                 f"attncore.distributed.{run.what}")
+    for c, a in zip(sorted(futures), got):
+        index = [slice(None)] * len(shape)
+        index[axis] = slice(bounds[c], bounds[c + 1])
+        result[tuple(index)] = a
+    return result
+
+
+def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
+              window: int | None = None, scale: float | None = None, layout: str = "zigzag",
+              chunks: int | None = None, return_lse: bool = False,
+              key_lengths: Any | None = None, workers: list[str] | int | None = None):
+    """:func:`attncore.attention` over the workers of a Dask cluster.
+
+    q (..., H, n, d_k), k (..., H_kv, m, d_k), v (..., H_kv, m, d_v) as in
+    :func:`attncore.attention` (float32 or float64; GQA; ``key_lengths``;
+    bottom-right ``causal`` and ``window``), NumPy arrays or dask arrays.  The
+    sequence is cut as :func:`attncore.distributed.plan` says (``layout``,
+    ``chunks``) over the cluster's workers (or ``workers``: addresses or a
+    count); NumPy chunks are scattered straight to their owners, dask arrays
+    rechunked and computed there.  Each visible (query chunk, key chunk) pair
+    is one task on the query chunk's owner calling
+    ``attncore.attention(..., return_lse=True)`` on its slices, so only K/V
+    chunks cross the network; the pairs of a query chunk merge there by
+    :func:`attncore.merge`.
+
+    Returns ``out`` (and ``lse`` if ``return_lse``) like attncore.attention:
+    NumPy for NumPy inputs, dask arrays (backed by the results on the workers)
+    for dask inputs.  Equal to attncore.attention to rounding (the keys are
+    summed in another order).  Raises :class:`WorkerLostError` if a worker
+    leaves mid-computation.
+    """
+    addrs = workers_of(client, workers)
+    lazy = any(_is_dask(a) for a in (q, k, v))
+    if not lazy:
+        q, k, v = (np.asarray(a) for a in (q, k, v))
+    pl, geo = _plan_for(q, k, v, len(addrs), causal=causal, window=window, layout=layout,
+                        chunks=chunks, key_lengths=key_lengths, scale=scale)
+    run = _Run(client, addrs, "attention")
+    qf = run.place("q", q, pl.q_bounds, pl.owner)
+    kf = run.place("k", k, pl.k_bounds, pl.owner)
+    vf = run.place("v", v, pl.k_bounds, pl.owner)
+    merged: dict[int, Any] = {}
+    for i in range(pl.chunks):
+        parts = [run.submit(W.forward, qf[i], kf[j], vf[j], pl.q_bounds[i], pl.k_bounds[j], geo,
+                            at=pl.owner[i], name=("pair", i, j))
+                 for ii, j in pl.pairs if ii == i]
+        if parts:
+            merged[i] = run.submit(W.merge, *parts, at=pl.owner[i], name=("merged", i))
+    outs = {i: run.submit(W.out_of, f, 0, at=pl.owner[i], name=("out", i))
+            for i, f in merged.items()}
+    lses = {i: run.submit(W.out_of, f, 1, at=pl.owner[i], name=("lse", i))
+            for i, f in merged.items()}
+    run.wait(list(outs.values()) + list(lses.values()))
+    lead = tuple(q.shape[:-1])
+    out = _assemble(run, outs, pl.q_bounds, lead + (v.shape[-1],), q.dtype, lazy)
+    if not return_lse:
+        return out
+    return out, _assemble(run, lses, pl.q_bounds, lead, q.dtype, lazy, -np.inf, axis=-1)
+
+
+def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,
+                       dout: Any, *, client, causal: bool = False,
+                       window: int | None = None, scale: float | None = None,
+                       layout: str = "zigzag", chunks: int | None = None,
+                       key_lengths: Any | None = None,
+                       workers: list[str] | int | None = None):
+    """:func:`attncore.attention_backward` over a Dask cluster, on the plan
+    :func:`attention` uses: ``(dq, dk, dv)``.
+
+    ``out``, ``lse`` and ``dout`` (rows of q) are placed with q.  Each pair
+    runs ``attncore.attention_backward`` on its slices on the query chunk's
+    owner, given the whole attention's out and lse; dQ sums there, each
+    worker sums its partial dK, dV of a key chunk and only that sum goes back
+    to the key chunk's owner (so the bytes moved are twice the forward's).
+    NumPy or dask arrays in, the same kind out.
+    """
+    addrs = workers_of(client, workers)
+    arrays = (q, k, v, out, lse, dout)
+    lazy = any(_is_dask(a) for a in arrays)
+    if not lazy:
+        q, k, v, out, lse, dout = (np.asarray(a) for a in arrays)
+    pl, geo = _plan_for(q, k, v, len(addrs), causal=causal, window=window, layout=layout,
+                        chunks=chunks, key_lengths=key_lengths, scale=scale)
+    for name, a, want in (("out", out, tuple(q.shape[:-1]) + (v.shape[-1],)),
+                          ("lse", lse, tuple(q.shape[:-1])), ("dout", dout, None)):
+        want = want or tuple(out.shape)
+        if tuple(a.shape) != want or np.dtype(a.dtype) != np.dtype(q.dtype):
+            raise ValueError(f"{name} must have shape {want} and dtype {np.dtype(q.dtype)}, got "
+                             f"{tuple(a.shape)} {np.dtype(a.dtype)}")
+    run = _Run(client, addrs, "backward")
+    qf = run.place("q", q, pl.q_bounds, pl.owner)
+    kf = run.place("k", k, pl.k_bounds, pl.owner)
+    vf = run.place("v", v, pl.k_bounds, pl.owner)
+    of = run.place("o", out, pl.q_bounds, pl.owner)
+    lf = run.place("l", lse[..., None], pl.q_bounds, pl.owner)
+    df = run.place("do", dout, pl.q_bounds, pl.owner)
+    grads = {}
+    for i, j in pl.pairs:
+        grads[i, j] = run.submit(W.backward, qf[i], kf[j], vf[j], of[i], lf[i], df[i],
+                                 pl.q_bounds[i], pl.k_bounds[j], geo, at=pl.owner[i],
+                                 name=("pair", i, j))
+    dq = {i: run.submit(W.total, 0, *[g for (ii, _), g in grads.items() if ii == i],
+                        at=pl.owner[i], name=("dq", i))
+          for i in sorted({i for i, _ in pl.pairs})}
+    dk: dict[int, Any] = {}
+    dv: dict[int, Any] = {}
+    for j in sorted({j for _, j in pl.pairs}):
+        for index, name, into in ((1, "dk", dk), (2, "dv", dv)):
+            # each worker sums its own pairs' partials of key chunk j; the sums move
+            local = [run.submit(W.total, index, *[g for (i, jj), g in grads.items()
+                                                  if jj == j and pl.owner[i] == w],
+                                at=w, name=(name + "-part", j, w))
+                     for w in sorted({pl.owner[i] for i, jj in pl.pairs if jj == j})]
+            into[j] = run.submit(W.total, -1, *local, at=pl.owner[j], name=(name, j))
+    run.wait(list(dq.values()) + list(dk.values()) + list(dv.values()))
+    return (_assemble(run, dq, pl.q_bounds, tuple(q.shape), q.dtype, lazy),
+            _assemble(run, dk, pl.k_bounds, tuple(k.shape), k.dtype, lazy),
+            _assemble(run, dv, pl.k_bounds, tuple(v.shape), v.dtype, lazy))
+
+
+# --- the sharded KV cache --------------------------------------------------
+
+# Appends up to this size travel inside the task (one message); larger ones
+# are scattered to the shard's worker first (a large task would pass through
+# the scheduler).
+_INLINE_BYTES = 1 << 20
+
+
+class KVCache:
+    """A KV cache split over the workers of a Dask cluster: one
+    :class:`attncore.KVCache` per shard, each on its own worker, never moved.
+
+    ``append(k, v)`` writes to the tail shard, filling it to ``shard_tokens``
+    before moving on to the next (an append that does not fit is split); the
+    last shard takes whatever comes after every shard is full.
+    ``attend(q)`` sends q to each shard holding tokens, which returns the
+    partial ``(o, lse)`` of q against its part; the partials merge in a tree
+    of :func:`attncore.merge` calls on the workers, and only the result comes
+    back: per step a few KiB cross the network, whatever the cache's length.
+
+    Parameters are :class:`attncore.KVCache`'s, plus ``client``, ``shards``
+    (default: one per worker, at most the number of workers) and ``workers``
+    (addresses).  Use as a context manager, or call :meth:`close`, to free
+    the shards.
+    """
+
+    def __init__(self, client, kv_heads: int, head_dim: int, *, shards: int | None = None,
+                 shard_tokens: int = 65536, batch: tuple[int, ...] = (),
+                 value_dim: int | None = None, dtype: DTypeLike = np.float32,
+                 workers: list[str] | None = None) -> None:
+        addrs = workers_of(client, workers)
+        shards = len(addrs) if shards is None else attncore._problem.positive_int(shards, "shards")
+        if shards > len(addrs):
+            raise ValueError(f"shards ({shards}) must not exceed the workers ({len(addrs)})")
+        self.client, self.addrs = client, addrs[:shards]
+        self.shard_tokens = attncore._problem.positive_int(shard_tokens, "shard_tokens")
+        kwargs: dict[str, Any] = dict(kv_heads=kv_heads, head_dim=head_dim, batch=tuple(batch),
+                      value_dim=value_dim, dtype=dtype)
+        local = attncore.KVCache(**kwargs)  # checks the arguments here, before any worker does
+        self.kv_heads, self.head_dim = local.kv_heads, local.head_dim
+        self.value_dim, self.batch, self.dtype = local.value_dim, local.batch, local.dtype
+        self._run = _Run(client, self.addrs, "kvcache")
+        self.id = self._run.prefix
+        self._lengths = [0] * shards
+        self._last: list[Any] = [self._run.submit(W.shard_open, self.id, s, kwargs, at=s,
+                                                  name=("open", s)) for s in range(shards)]
+        self._lock = threading.Lock()
+        self._run.wait(self._last)
+
+    @property
+    def shards(self) -> int:
+        return len(self.addrs)
+
+    def __len__(self) -> int:
+        return sum(self._lengths)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Tokens held by each shard."""
+        return list(self._lengths)
+
+    def _submit(self, fn, shard: int, *args):
+        # after the shard's previous call: Dask runs independent tasks in any order
+        f = self._run.submit(fn, self.id, shard, *args, _after=self._last[shard], at=shard,
+                             name=(fn.__name__, shard))
+        self._last[shard] = f
+        return f
+
+    def append(self, k: Any, v: Any) -> None:
+        """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
+        k, v = np.asarray(k), np.asarray(v)
+        t = k.shape[-2] if k.ndim >= 2 else 0
+        checker = attncore.KVCache(self.kv_heads, self.head_dim, batch=self.batch,
+                                   value_dim=self.value_dim, dtype=self.dtype, capacity=1)
+        checker.append(k[..., :0, :] if t else k, v[..., :0, :] if t else v)  # its checks
+        if v.shape[-2] != t:
+            raise ValueError(f"k has {t} tokens but v has {v.shape[-2]}")
+        with self._lock:
+            self._run.renew()
+            done, pending = 0, []
+            while done < t:  # the first shard with room is the tail; the last takes the rest
+                s = next((s for s in range(self.shards) if self._lengths[s] < self.shard_tokens),
+                         self.shards - 1)
+                take = t - done if s == self.shards - 1 else \
+                    min(self.shard_tokens - self._lengths[s], t - done)
+                kv = [k[..., done:done + take, :], v[..., done:done + take, :]]
+                if kv[0].nbytes + kv[1].nbytes > _INLINE_BYTES:  # straight to the shard's worker
+                    kv = self.client.scatter(kv, workers=[self.addrs[s]], direct=True, hash=False)
+                pending.append(self._submit(W.shard_append, s, *kv))
+                self._lengths[s] += take
+                done += take
+            self._run.wait(pending)
+
+    def attend(self, q: Any, causal: bool = True, *, window: int | None = None,
+               scale: float | None = None, return_lse: bool = False):
+        """attention(q, keys, values, causal=causal, ...) over the whole cache,
+        as :meth:`attncore.KVCache.attend`: q (*batch, H, n, head_dim) holds the
+        n newest tokens' queries; bottom-right causal."""
+        q = np.asarray(q)
+        with self._lock:
+            m = len(self)
+            if m == 0:
+                raise ValueError("the cache is empty: append keys and values before attend")
+            stand_k = np.zeros(self.batch + (self.kv_heads, 1, self.head_dim), self.dtype)
+            stand_v = np.zeros(self.batch + (self.kv_heads, 1, self.value_dim), self.dtype)
+            scale, *_ = _problem(q, stand_k, stand_v, scale=scale, causal=causal, window=window,
+                                 key_lengths=None)
+            n = q.shape[-2]
+            geo = dict(qa=0, n=n, m=m, causal=bool(causal), window=window, scale=scale,
+                       key_lengths=None)
+            self._run.renew()
+            parts, start = [], 0
+            for s, length in enumerate(self._lengths):
+                if length:
+                    parts.append((s, self._submit(W.shard_attend, s, q, length, start, geo)))
+                start += length
+        level = 0
+        while len(parts) > 1:  # a tree: each merge on the worker of its left part
+            level += 1
+            parts = [(a[0], self._run.submit(W.merge, a[1], b[1], at=a[0],
+                                             name=("tree", level, a[0])))
+                     if b is not None else a
+                     for a, b in zip(parts[::2], parts[1::2] + [None] * (len(parts) % 2))]
+        [(o, lse)] = gather(self.client, [parts[0][1]], self.addrs, "KVCache.attend")
+        return (o, lse) if return_lse else o
+
+    def close(self) -> None:
+        """Free the shards on the workers that still hold them (a lost worker's
+        shard went with it)."""
+        if self.client.status != "running":
+            return
+        alive = alive_workers(self.client)
+        here = [a for a in self.addrs if a in alive]
+        try:
+            wait_for(self.client, [self.client.submit(W.shard_close, self.id, workers=[a],
+                                                      pure=False) for a in here],
+                     here, "KVCache.close")
+        except WorkerLostError:
+            pass  # a worker left while closing: its shard is gone with it
+
+    def __enter__(self) -> KVCache:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"attncore.distributed.KVCache(shards={self.shards}, lengths={self._lengths}, "
+                f"kv_heads={self.kv_heads}, head_dim={self.head_dim}, dtype={self.dtype})")
+
+
+# --- the link ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Link:
+    """What :func:`ping` measured between two workers."""
+    latency_s: float  # a small array from a to b: the transfer's own time
+    bytes_per_s: float  # a large array from a to b
+    call_s: float  # the round trip of an empty task from this client to b and back
+
+
+def ping(client, a: str | None = None, b: str | None = None, *, nbytes: int = 16 << 20,
+         repeats: int = 5) -> Link:
+    """Measure the link from worker a to worker b (default: the first two):
+    the best of ``repeats`` transfers of 8 bytes (latency) and of ``nbytes``
+    (bandwidth), from b's transfer log, and the empty-call round trip."""
+    addrs = workers_of(client)
+    if len(addrs) < 2 and (a is None or b is None):
+        raise ValueError("ping needs two workers")
+    a = addrs[0] if a is None else a
+    b = addrs[1] if b is None else b
+    run = _Run(client, [a, b], "ping")
+    best: dict[int, float] = {}
+    for rep in range(repeats):
+        for size in (8, int(nbytes)):
+            key = run.key("x", size, rep)
+            [src] = client.scatter({key: np.zeros(size, np.uint8)}, workers=[a],
+                                   direct=True).values()
+            run.submit(W.nbytes, src, at=1, name=("touch", size, rep)).result()
+            got = client.run(W.transfer_of, key, workers=[b])[b]
+            if got is None:
+                raise RuntimeError("the transfer was not logged by the receiving worker")
+            best[size] = min(best.get(size, math.inf), got[1])
+            del src
+    call = math.inf
+    for rep in range(repeats):
+        t0 = time.perf_counter()
+        run.submit(W.nothing, rep, at=1, name=("call", rep)).result()
+        call = min(call, time.perf_counter() - t0)
+    return Link(best[8], nbytes / best[int(nbytes)], call)

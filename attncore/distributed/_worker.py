@@ -1,0 +1,138 @@
+"""The functions Dask runs on the workers.  They are module-level, so a task
+names them by reference, and import no more than attncore and NumPy (Dask
+itself only to learn the worker's thread count)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import attncore
+from attncore.distributed._blocks import block_backward, block_forward, merge_all
+
+# One attncore call at a time in a worker process, on all the worker's
+# threads: a worker with T threads runs T tasks at once, and T calls of T
+# OpenMP threads each would put T² threads on T cores.
+_one_call = threading.Lock()
+
+# The shards of the distributed KV caches this worker holds: cache id -> {shard: KVCache}.
+_shards: dict[str, dict[int, attncore.KVCache]] = {}
+
+
+_threads_set = False
+
+
+def _use_worker_threads() -> None:
+    """attncore runs on the threads this worker was given (not on every core of
+    its host): set once per worker process, on its first task."""
+    global _threads_set
+    if _threads_set:
+        return
+    from distributed import get_worker
+
+    try:
+        n = get_worker().state.nthreads
+    except ValueError:  # not on a worker (a local test calling the function)
+        return
+    attncore.set_num_threads(n)
+    _threads_set = True
+
+
+def forward(q, k, v, qa: int, ka: int, geo: dict):
+    with _one_call:
+        _use_worker_threads()
+        return block_forward(q, k, v, qa, ka, **geo)
+
+
+def backward(q, k, v, out, lse, dout, qa: int, ka: int, geo: dict):
+    with _one_call:
+        _use_worker_threads()
+        return block_backward(q, k, v, out, lse, dout, qa, ka, **geo)
+
+
+def merge(*parts):
+    with _one_call:
+        _use_worker_threads()
+        return merge_all(list(parts))
+
+
+def out_of(pair, index: int) -> np.ndarray:
+    """The index-th array of a task's tuple, as its own piece of data (a key of
+    its own moves on its own, and is counted exactly in the transfer logs)."""
+    return pair[index]
+
+
+def total(index: int, *parts) -> np.ndarray:
+    """The sum of the index-th array of each part (index -1: the parts themselves)."""
+    arrays = [p if index < 0 else p[index] for p in parts]
+    acc = arrays[0].copy()
+    for a in arrays[1:]:
+        acc += a
+    return acc
+
+
+def nothing(*_args) -> None:
+    return None
+
+
+def nbytes(a: np.ndarray) -> int:
+    return int(a.nbytes)
+
+
+# --- the transfer logs -----------------------------------------------------
+
+def incoming(prefixes: list[str], dask_worker=None) -> tuple[int, bool]:
+    """Bytes this worker received from other workers, of the keys that start
+    with a prefix; and whether its log is full (older transfers dropped)."""
+    log = dask_worker.transfer_incoming_log
+    got = 0
+    for entry in log:
+        for key, size in entry["keys"].items():
+            if isinstance(key, str) and key.startswith(tuple(prefixes)):
+                got += size
+    return got, log.maxlen is not None and len(log) >= log.maxlen
+
+
+def transfer_of(key: str, dask_worker=None) -> tuple[int, float] | None:
+    """(bytes, seconds) of the transfer that brought key here, if one did."""
+    for entry in dask_worker.transfer_incoming_log:
+        if key in entry["keys"]:
+            return int(entry["total"]), float(entry["duration"])
+    return None
+
+
+# --- the shards of a distributed KV cache ----------------------------------
+
+def shard_open(cache: str, shard: int, kwargs: dict) -> None:
+    _shards.setdefault(cache, {})[shard] = attncore.KVCache(**kwargs)
+
+
+def _shard(cache: str, shard: int) -> attncore.KVCache:
+    try:
+        return _shards[cache][shard]
+    except KeyError:
+        raise RuntimeError(f"shard {shard} of the KV cache {cache} is not on this worker (the "
+                           f"worker that held it was restarted or replaced)") from None
+
+
+def shard_append(cache: str, shard: int, k, v, _after=None) -> int:
+    s = _shard(cache, shard)
+    s.append(k, v)
+    return len(s)
+
+
+def shard_attend(cache: str, shard: int, q, length: int, ka: int, geo: dict, _after=None):
+    """(o, lse) of the queries against this shard's first ``length`` tokens,
+    which are the global keys ka, ka+1, ...: the later appends are not seen."""
+    s = _shard(cache, shard)
+    keys, values = s.keys, s.values
+    with _one_call:
+        _use_worker_threads()
+        return block_forward(q, keys[..., :length, :], values[..., :length, :], geo["qa"], ka,
+                             **{k: val for k, val in geo.items() if k != "qa"})
+
+
+def shard_close(cache: str) -> None:
+    _shards.pop(cache, None)
+

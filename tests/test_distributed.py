@@ -1,0 +1,276 @@
+"""attncore.distributed on a real Dask cluster: two worker processes of one
+thread (spawned, Dask's default), started once for the module.
+
+Skipped without the extra (``pip install 'attncore[distributed]'``); CI
+installs it and runs them.
+"""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import attncore  # noqa: E402
+import attncore.distributed as ad  # noqa: E402
+
+TOL = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+def _cluster(**kwargs):
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", **kwargs)
+    return cluster, distributed.Client(cluster)
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster, client = _cluster()
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _qkv(rng, dtype=np.float32, B=2, H=4, Hkv=2, n=300, m=300, dk=32, dv=32):
+    return (rng.standard_normal((B, H, n, dk)).astype(dtype),
+            rng.standard_normal((B, Hkv, m, dk)).astype(dtype),
+            rng.standard_normal((B, Hkv, m, dv)).astype(dtype))
+
+
+CASES = {
+    "full": dict(),
+    "causal": dict(causal=True),
+    "window": dict(causal=True, window=70),
+    "key_lengths": dict(causal=True, key_lengths=[300, 123]),
+    "contiguous": dict(causal=True, layout="contiguous"),
+    "eight chunks": dict(causal=True, chunks=8),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_forward_equals_one_process(client, rng, case, dtype):
+    q, k, v = _qkv(rng, dtype)
+    out, lse = ad.attention(q, k, v, client=client, return_lse=True, **CASES[case])
+    mask = {a: b for a, b in CASES[case].items() if a not in ("layout", "chunks")}
+    want, want_lse = attncore.attention(q, k, v, return_lse=True, **mask)
+    assert out.dtype == lse.dtype == dtype
+    np.testing.assert_allclose(out, want, atol=TOL[dtype], rtol=TOL[dtype])
+    np.testing.assert_allclose(lse, want_lse, atol=TOL[dtype], rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("shape", ["n < m", "n > m", "2-d", "3-d", "d_v != d_k", "tiny"])
+def test_forward_shapes(client, rng, shape):
+    if shape == "2-d":
+        q, k, v = (a[0, 0] for a in _qkv(rng, H=1, Hkv=1))
+    elif shape == "3-d":
+        q, k, v = (a[0] for a in _qkv(rng, H=2, Hkv=1))
+    else:
+        n, m, dv = {"n < m": (100, 300, 32), "n > m": (300, 100, 32), "d_v != d_k": (300, 300, 8),
+                    "tiny": (3, 2, 32)}[shape]
+        q, k, v = _qkv(rng, n=n, m=m, dv=dv)
+    out = ad.attention(q, k, v, client=client, causal=True)
+    np.testing.assert_allclose(out, attncore.attention(q, k, v, causal=True), atol=2e-5)
+
+
+@pytest.mark.parametrize("case", ["full", "causal", "window", "key_lengths"])
+def test_backward_equals_one_process(client, rng, case):
+    q, k, v = _qkv(rng, np.float64)
+    out, lse = attncore.attention(q, k, v, return_lse=True, **CASES[case])
+    dout = rng.standard_normal(out.shape)
+    got = ad.attention_backward(q, k, v, out, lse, dout, client=client, **CASES[case])
+    want = attncore.attention_backward(q, k, v, out, lse, dout, **CASES[case])
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, atol=1e-11, rtol=1e-11)
+
+
+def test_dask_arrays_in_dask_arrays_out(client, rng):
+    da = pytest.importorskip("dask.array")
+    q, k, v = _qkv(rng)
+    lazy = [da.from_array(a, chunks=a.shape[:-2] + (128, a.shape[-1])) for a in (q, k, v)]
+    out, lse = ad.attention(*lazy, client=client, causal=True, return_lse=True)
+    assert isinstance(out, da.Array) and isinstance(lse, da.Array)
+    want, want_lse = attncore.attention(q, k, v, causal=True, return_lse=True)
+    np.testing.assert_allclose(out.compute(), want, atol=2e-5)
+    np.testing.assert_allclose(lse.compute(), want_lse, atol=2e-5)
+    dout = rng.standard_normal(want.shape).astype(np.float32)
+    grads = ad.attention_backward(*lazy, da.from_array(want), da.from_array(want_lse),
+                                  da.from_array(dout), client=client, causal=True)
+    for g, w in zip(grads, attncore.attention_backward(q, k, v, want, want_lse, dout,
+                                                       causal=True)):
+        np.testing.assert_allclose(g.compute(), w, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["full", "causal", "window", "contiguous"])
+def test_bytes_moved_are_the_plans_prediction(client, rng, case):
+    q, k, v = _qkv(rng, n=512, m=512)
+    kwargs = CASES[case]
+    p = ad.plan(512, 512, 2, batch=2, heads=4, kv_heads=2, head_dim=32,
+                **{a: b for a, b in kwargs.items()})
+    with ad.transfers(client) as moved:
+        out, lse = ad.attention(q, k, v, client=client, return_lse=True, **kwargs)
+    assert moved.bytes == p.bytes_moved() > 0 or (moved.bytes == p.bytes_moved() == 0)
+    assert sorted(moved.per_worker.values()) == sorted(p.bytes_in)
+    with ad.transfers(client) as moved:
+        ad.attention_backward(q, k, v, out, lse, np.ones_like(out), client=client, **kwargs)
+    assert moved.bytes == p.bytes_moved(backward=True)
+
+
+def test_workers_run_attncore_on_their_own_threads(client, rng):
+    ad.attention(*_qkv(rng, n=64, m=64), client=client)
+    assert set(client.run(attncore.get_num_threads).values()) == {1}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+def test_kvcache_append_and_attend_equal_one_process(client, rng, dtype):
+    B, Hkv, H, d = 2, 2, 4, 16
+    local = attncore.KVCache(Hkv, d, batch=(B,), dtype=dtype)
+    with ad.KVCache(client, Hkv, d, batch=(B,), dtype=dtype, shard_tokens=40) as cache:
+        assert cache.shards == 2
+        for t in (25, 1, 30, 1, 1, 20, 3):  # crosses the first shard's 40 tokens mid-append
+            k = rng.standard_normal((B, Hkv, t, d)).astype(np.float32)
+            v = rng.standard_normal((B, Hkv, t, d)).astype(np.float32)
+            if dtype == "bfloat16":
+                k, v = attncore.to_bfloat16(k), attncore.to_bfloat16(v)
+            else:
+                k, v = k.astype(dtype), v.astype(dtype)
+            cache.append(k, v)
+            local.append(k, v)
+            q = rng.standard_normal((B, H, t, d)).astype(np.float32)
+            got, lse = cache.attend(q, return_lse=True)
+            want, want_lse = local.attend(q, return_lse=True)
+            np.testing.assert_allclose(got, want, atol=2e-5)
+            np.testing.assert_allclose(lse, want_lse, atol=2e-5)
+            win = cache.attend(q, window=7)
+            np.testing.assert_allclose(win, local.attend(q, window=7), atol=2e-5)
+        assert len(cache) == len(local) == 81
+        assert cache.lengths == [40, 41]  # the last shard takes what comes after
+
+
+def test_kvcache_step_moves_a_few_kib_and_never_the_cache(client, rng):
+    with ad.KVCache(client, 8, 64, shard_tokens=4096) as cache:
+        k = rng.standard_normal((8, 8192, 64)).astype(np.float32)
+        cache.append(k, k)  # 32 MiB: scattered to the shards, not sent through the scheduler
+        assert cache.lengths == [4096, 4096]
+        q = rng.standard_normal((32, 1, 64)).astype(np.float32)
+        with ad.transfers(client) as moved:
+            for _ in range(3):
+                cache.attend(q)
+        # the second shard's partial (o and lse of 32 heads) moves to the first for the merge
+        assert 0 < moved.bytes <= 3 * 16 * 1024
+
+
+def test_kvcache_refuses_bad_input(client, rng):
+    with ad.KVCache(client, 2, 8) as cache:
+        with pytest.raises(ValueError, match="empty"):
+            cache.attend(np.zeros((2, 1, 8), np.float32))
+        with pytest.raises(ValueError, match="shape"):
+            cache.append(np.zeros((3, 1, 8), np.float32), np.zeros((3, 1, 8), np.float32))
+        with pytest.raises(TypeError, match="dtype"):
+            cache.append(np.zeros((2, 1, 8)), np.zeros((2, 1, 8)))
+        assert len(cache) == 0
+    with pytest.raises(ValueError, match="shards"):
+        ad.KVCache(client, 2, 8, shards=3)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(window=8), ValueError, "window needs causal"),
+    (dict(scale=-1.0), ValueError, "scale"),
+    (dict(layout="ring"), ValueError, "layout"),
+    (dict(chunks=6), ValueError, "multiple of 4"),
+    (dict(key_lengths=[1, 2, 3]), ValueError, "key_lengths"),
+    (dict(key_lengths=[1.5, 2]), TypeError, "key_lengths"),
+    (dict(workers=3), ValueError, "workers"),
+])
+def test_attention_refuses_bad_arguments_before_submitting(client, rng, kwargs, error, match):
+    q, k, v = _qkv(rng, n=16, m=16)
+    with pytest.raises(error, match=match):
+        ad.attention(q, k, v, client=client, **kwargs)
+
+
+def test_attention_refuses_bad_shapes(client, rng):
+    q, k, v = _qkv(rng, n=16, m=16)
+    with pytest.raises(ValueError):
+        ad.attention(q, k[..., :8], v, client=client)
+    with pytest.raises(ValueError):
+        ad.attention(q, k, v[..., :8, :], client=client)
+    with pytest.raises(TypeError):
+        ad.attention(q, k.astype(np.float64), v, client=client)
+    with pytest.raises(ValueError, match="out must have shape"):
+        ad.attention_backward(q, k, v, q[..., :3], q[..., 0], q, client=client)
+
+
+def test_ping_measures_the_link(client):
+    link = ad.ping(client, nbytes=1 << 20, repeats=2)
+    assert link.latency_s > 0 and link.bytes_per_s > 0 and link.call_s > 0
+
+
+def test_a_worker_killed_mid_computation_gives_an_error_not_a_hang():
+    cluster, client = _cluster()
+    try:
+        rng = np.random.default_rng(0)
+        q, k, v = _qkv(rng, B=1, H=8, Hkv=8, n=8192, m=8192, dk=64, dv=64)
+        result = {}
+
+        def run():
+            try:
+                result["out"] = ad.attention(q, k, v, client=client, chunks=8)
+            except Exception as e:  # noqa: BLE001 - the test inspects it
+                result["error"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        victim = sorted(client.scheduler_info(n_workers=-1)["workers"])[1]
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(  # until the victim holds a pair task
+                key.startswith("attncore-attention") and "pair" in key
+                for key in client.processing(workers=[victim]).get(victim, ())):
+            time.sleep(0.02)
+        os.kill(pid, signal.SIGKILL)
+        t.join(120)
+        assert not t.is_alive(), "attncore.distributed.attention hung after a worker died"
+        assert "out" not in result, "a result came back from a computation that lost a worker"
+        assert isinstance(result["error"], ad.WorkerLostError), repr(result["error"])
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_forked_workers(rng):
+    """Workers made by fork() from this process, which has already run attncore's
+    thread team: their attncore runs (on one thread, the worker's) and agrees."""
+    attncore.attention(*_qkv(rng, n=256, m=256))  # the parent's team has run
+    import dask
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+        cluster, client = _cluster()
+    try:
+        q, k, v = _qkv(rng)
+        out = ad.attention(q, k, v, client=client, causal=True)
+        np.testing.assert_allclose(out, attncore.attention(q, k, v, causal=True), atol=2e-5)
+        assert set(client.run(attncore.get_num_threads).values()) == {1}
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_a_kvcache_whose_worker_died_gives_an_error_not_a_hang(rng):
+    cluster, client = _cluster()
+    try:
+        with ad.KVCache(client, 2, 8, shard_tokens=4) as cache:
+            k = rng.standard_normal((2, 8, 8)).astype(np.float32)
+            cache.append(k, k)
+            assert cache.lengths == [4, 4]
+            victim = cache.addrs[1]
+            os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+            with pytest.raises(ad.WorkerLostError):
+                cache.attend(np.zeros((2, 1, 8), np.float32))
+    finally:
+        client.close()
+        cluster.close()
