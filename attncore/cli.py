@@ -7,6 +7,9 @@
                                    the benchmark sweep against NumPy and torch, attncore
                                    and torch held to one instruction set, under the
                                    machine's measured roofs; table + figures
+    attncore bench --distributed [--scheduler ADDRESS]
+                                   attncore.distributed on a Dask cluster: scaling, bytes
+                                   moved against the plan, decode steps, simulated clusters
     attncore tour [--markdown F]   every teaching experiment: tables, figures, tutorial
     attncore plot FILE.json        the same figures from a saved run or from
                                    pytest-benchmark's JSON (pytest bench/ --benchmark-json)
@@ -103,6 +106,36 @@ def _bench_child(args, cases) -> int:
     return 0
 
 
+def _bench_distributed(args) -> int:
+    try:
+        from attncore.bench import distributed as dbench
+    except ImportError as e:
+        print(f"attncore bench --distributed: {e}", file=sys.stderr)
+        return 2
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        print("attncore bench --distributed needs Dask: pip install 'attncore[distributed]'",
+              file=sys.stderr)
+        return 2
+    result = dbench.run(scheduler=args.scheduler, workers=args.workers, quick=args.quick,
+                        progress=(lambda s: None) if args.no_progress else print)
+    dbench.print_report(result)
+    os.makedirs(args.out, exist_ok=True)
+    from attncore import bench
+
+    path = os.path.join(args.out, "distributed.json")
+    bench.save(result, path)
+    print(f"results: {path}")
+    if not args.no_plots:
+        print(f"figure: {dbench.figure(result, args.out)}")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(dbench.markdown(result) + "\n")
+        print(f"markdown: {args.markdown}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     import subprocess
     import tempfile
@@ -110,6 +143,8 @@ def cmd_bench(args) -> int:
     from attncore import bench
     from attncore.bench import isa as held
 
+    if args.distributed or args.scheduler:
+        return _bench_distributed(args)
     mode = "quick" if args.quick else "full" if args.full else "default"
     cases = bench.default_cases(mode)
     if args.sizes:
@@ -216,6 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the instruction set attncore and torch are held to, each run in a child "
                         "process: native (default: the best this CPU has), all (each it has, "
                         "one table per ISA and a summary), or one by name")
+    b.add_argument("--distributed", action="store_true",
+                   help="attncore.distributed on a Dask LocalCluster of one-thread workers: "
+                        "strong and weak scaling, layouts, bytes moved, decode steps, and the "
+                        "plan's predictions for 16 and 64 nodes (needs attncore[distributed])")
+    b.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --distributed: the scheduler of a running Dask cluster instead")
+    b.add_argument("--workers", type=int, metavar="P",
+                   help="with --distributed: LocalCluster workers (default: the cores, up to 4)")
     b.add_argument("--child-json", help=argparse.SUPPRESS)  # a child's run (cmd_bench)
     b.set_defaults(fn=cmd_bench)
 

@@ -246,8 +246,8 @@ def _plan_for(q, k, v, workers: int, *, causal, window, layout, chunks, key_leng
 
 def _assemble(run: _Run, futures: dict[int, Any], bounds: tuple[int, ...], shape: tuple, dtype,
               lazy: bool, fill: float = 0.0, axis: int = -2):
-    """The per-chunk results (chunk -> future of an array) as one array, the
-    chunks along ``axis`` cut at ``bounds``: gathered NumPy, or a dask array
+    """The per-chunk results (chunk -> future of an array, or the array) as one
+    array, the chunks along ``axis`` cut at ``bounds``: NumPy, or a dask array
     of the futures for dask inputs.  A chunk with no future is ``fill`` (rows
     that see no key, keys that no row sees)."""
     axis %= len(shape)
@@ -265,8 +265,9 @@ def _assemble(run: _Run, futures: dict[int, Any], bounds: tuple[int, ...], shape
                  else da.full(chunk_shape(c), fill, dtype=dtype) for c in range(chunks)]
         return da.concatenate(parts, axis=axis)
     result = np.full(shape, fill, dtype)
-    got = gather(run.client, [futures[c] for c in sorted(futures)], run.addrs,
-                 f"attncore.distributed.{run.what}")
+    got = [futures[c] for c in sorted(futures)]
+    if got and not isinstance(got[0], np.ndarray):  # futures: gather them now
+        got = gather(run.client, got, run.addrs, f"attncore.distributed.{run.what}")
     for c, a in zip(sorted(futures), got):
         index = [slice(None)] * len(shape)
         index[axis] = slice(bounds[c], bounds[c + 1])
@@ -315,16 +316,20 @@ def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
                  for ii, j in pl.pairs if ii == i]
         if parts:
             merged[i] = run.submit(W.merge, *parts, at=pl.owner[i], name=("merged", i))
-    outs = {i: run.submit(W.out_of, f, 0, at=pl.owner[i], name=("out", i))
-            for i, f in merged.items()}
-    lses = {i: run.submit(W.out_of, f, 1, at=pl.owner[i], name=("lse", i))
-            for i, f in merged.items()}
-    run.wait(list(outs.values()) + list(lses.values()))
     lead = tuple(q.shape[:-1])
-    out = _assemble(run, outs, pl.q_bounds, lead + (v.shape[-1],), q.dtype, lazy)
+    shapes = (lead + (v.shape[-1],), lead)
+    if lazy:  # the two arrays of each merged chunk as futures of their own, for dask arrays
+        parts = [{i: run.submit(W.out_of, f, index, at=pl.owner[i], name=(what, i))
+                  for i, f in merged.items()} for index, what in ((0, "out"), (1, "lse"))]
+        run.wait([f for part in parts for f in part.values()])
+    else:  # NumPy: the merged (o, lse) pairs gathered straight from their workers
+        got = dict(zip(merged, gather(client, list(merged.values()), addrs,
+                                      "attncore.distributed.attention")))
+        parts = [{i: pair[index] for i, pair in got.items()} for index in (0, 1)]
+    out = _assemble(run, parts[0], pl.q_bounds, shapes[0], q.dtype, lazy)
     if not return_lse:
         return out
-    return out, _assemble(run, lses, pl.q_bounds, lead, q.dtype, lazy, -np.inf, axis=-1)
+    return out, _assemble(run, parts[1], pl.q_bounds, shapes[1], q.dtype, lazy, -np.inf, axis=-1)
 
 
 def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,

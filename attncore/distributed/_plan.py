@@ -14,7 +14,8 @@ indices.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -27,16 +28,22 @@ def visible_cells(qa: int, qb: int, ka: int, kb: int, *, causal: bool, window: i
                   off: int, limit: int) -> int:
     """How many (row, key) cells of rows [qa, qb) x keys [ka, kb) are visible:
     keys below ``limit`` (the batch's key length), and with ``causal`` the
-    band ``r + off - window < c <= r + off``."""
-    kend = min(kb, limit)
-    if qb <= qa or kend <= ka:
-        return 0
-    if not causal:
-        return (qb - qa) * (kend - ka)
-    r = np.arange(qa, qb, dtype=np.int64)
-    hi = np.minimum(kend, r + off + 1)
-    lo = np.maximum(ka, r + off - window + 1) if window else ka
-    return int(np.clip(hi - lo, 0, None).sum())
+    band ``r + off - window < c <= r + off``.  Summed in closed form over the
+    pieces of :func:`segments`: a row's count grows by one a row ("causal"
+    from the chunk's start), stays at the window, or shrinks ("reversed")."""
+    total = 0
+    for r0, r1, c0, c1, kind in segments(qa, qb, ka, kb, causal=causal, window=window, off=off,
+                                         limit=limit):
+        rows, first_plus_last = r1 - r0, r0 + r1 - 1
+        if kind == "full":
+            total += rows * (c1 - c0)
+        elif kind == "reversed":  # row r sees [r + off - window + 1, c1)
+            total += (rows * (2 * (c1 - off + window - 1) - first_plus_last)) // 2
+        elif window and c0 > ka:  # the whole window, inside the chunk
+            total += rows * window
+        else:  # row r sees [c0, r + off + 1)
+            total += (rows * (2 * (off + 1 - c0) + first_plus_last)) // 2
+    return total
 
 
 def segments(qa: int, qb: int, ka: int, kb: int, *, causal: bool, window: int | None, off: int,
@@ -151,7 +158,6 @@ class Plan:
     itemsize: int
     kv_itemsize: int
     key_lengths: tuple[int, ...] | None = None
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # the bytes of a chunk of each array, all batches and heads
     def q_bytes(self, c: int) -> int:
@@ -167,13 +173,20 @@ class Plan:
         rows = self.q_bounds[c + 1] - self.q_bounds[c]
         return self.batch * self.heads * rows * (self.value_dim + 1) * self.itemsize
 
+    @cached_property
+    def _by_worker(self) -> list[list[tuple[int, int]]]:
+        per: list[list[tuple[int, int]]] = [[] for _ in range(self.workers)]
+        for i, j in self.pairs:
+            per[self.owner[i]].append((i, j))
+        return per
+
     def pairs_of(self, worker: int) -> list[tuple[int, int]]:
         """The pairs worker computes: those whose query chunk it owns."""
-        return [(i, j) for i, j in self.pairs if self.owner[i] == worker]
+        return list(self._by_worker[worker])
 
     def fetched(self, worker: int) -> list[int]:
         """The key chunks worker must receive: another worker's, that one of its pairs reads."""
-        return sorted({j for i, j in self.pairs_of(worker) if self.owner[j] != worker})
+        return sorted({j for _, j in self._by_worker[worker] if self.owner[j] != worker})
 
     @property
     def flops(self) -> list[int]:

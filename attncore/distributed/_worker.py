@@ -25,17 +25,22 @@ _threads_set = False
 
 def _use_worker_threads() -> None:
     """attncore runs on the threads this worker was given (not on every core of
-    its host): set once per worker process, on its first task."""
+    its host): set once per worker process, on its first task.  A worker
+    living in the client's own process (``processes=False``) leaves the
+    process's setting alone: it is the user's, and shared by every worker there."""
     global _threads_set
     if _threads_set:
         return
-    from distributed import get_worker
+    from distributed import default_client, get_worker
 
     try:
         n = get_worker().state.nthreads
     except ValueError:  # not on a worker (a local test calling the function)
         return
-    attncore.set_num_threads(n)
+    try:
+        default_client()
+    except ValueError:  # no client here: a worker process of its own
+        attncore.set_num_threads(n)
     _threads_set = True
 
 

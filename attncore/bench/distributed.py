@@ -1,0 +1,343 @@
+"""``attncore bench --distributed``: attncore.distributed measured on a Dask
+cluster (a LocalCluster of one-thread worker processes, or ``--scheduler
+ADDRESS``), next to what its plan predicts.
+
+    strong   fixed n, P = 1, 2, ... workers: time, speed-up over one worker,
+             and the ratio to attncore.attention in one process on P threads
+    weak     causal prefill with n ∝ √P (equal work per worker) and decode
+             with the cache ∝ P (equal tokens per shard)
+    layout   zigzag against contiguous: each worker's busy time (Dask's task
+             stream), measured and as the plan's FLOPs predict it
+    bytes    worker-to-worker bytes, measured (the workers' transfer logs)
+             against the plan's prediction and the ring's (P-1)·KV
+    decode   a sharded KVCache's step time against tokens per shard, the empty
+             call's round trip shown apart
+    simulate Plan.simulate at n = 1M on 16 and 64 nodes, 10 and 100 Gb/s links
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+import attncore
+import attncore.distributed as ad
+from attncore.bench.timing import best_of
+
+SIM_N = 1 << 20
+SIM_SHAPE = dict(heads=32, kv_heads=32, head_dim=128, itemsize=4)  # the issue's 1M-token layer
+SIM_NODES = (2, 4, 8, 16, 32, 64, 128, 256)
+SIM_LINKS = {"10 Gb/s": 10e9 / 8, "100 Gb/s": 100e9 / 8}
+SIM_LATENCY_S = 50e-6
+SIM_NODE_FLOPS = 3e12  # a 3 TFLOP/s node, beside this machine's measured rate
+
+
+def _inputs(rng, n, H, Hkv, d, dtype=np.float32):
+    return (rng.standard_normal((H, n, d)).astype(dtype),
+            rng.standard_normal((Hkv, n, d)).astype(dtype),
+            rng.standard_normal((Hkv, n, d)).astype(dtype))
+
+
+def _flops(n, H, d, causal):
+    return 2 * 2 * d * H * (n * (n + 1) // 2 if causal else n * n)
+
+
+def _cluster(scheduler, workers):
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        return None, Client(scheduler)
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")
+    return cluster, Client(cluster)
+
+
+def _busy(stream, part: str) -> dict[str, float]:
+    """Seconds each worker spent computing the tasks whose key holds ``part``."""
+    busy: dict[str, float] = {}
+    for task in stream:
+        if part in str(task["key"]):
+            for ss in task["startstops"]:
+                if ss["action"] == "compute":
+                    busy[task["worker"]] = busy.get(task["worker"], 0.0) + ss["stop"] - ss["start"]
+    return busy
+
+
+def run(*, scheduler: str | None = None, workers: int | None = None, quick: bool = False,
+        progress=print) -> dict:
+    """Measure everything the module docstring lists; returns a JSON-able dict."""
+    from distributed import get_task_stream
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    P_max = workers or min(cores or 1, 4)
+    cluster, client = _cluster(scheduler, P_max)
+    try:
+        addrs = ad.workers_of(client)
+        P_max = len(addrs)
+        Ps = sorted({1, *[p for p in (2, 4, 8, 16) if p <= P_max], P_max})
+        rng = np.random.default_rng(0)
+        H, d = 8, 64
+        n = 2048 if quick else 8192
+        reps = dict(min_time=0.2 if quick else 1.0, min_rounds=2 if quick else 3, max_rounds=10)
+        result: dict = {"workers": P_max, "scheduler": scheduler or "LocalCluster",
+                        "threads_per_worker": 1, "shape": dict(n=n, heads=H, head_dim=d),
+                        "versions": _versions()}
+        link = ad.ping(client, nbytes=(4 << 20) if quick else (32 << 20), repeats=3) \
+            if P_max >= 2 else None
+        result["link"] = None if link is None else dict(latency_s=link.latency_s,
+                                                         bytes_per_s=link.bytes_per_s,
+                                                         call_s=link.call_s)
+
+        progress(f"strong scaling: causal prefill n={n}, H={H}, d={d}, P = {Ps}")
+        q, k, v = _inputs(rng, n, H, H, d)
+        strong = []
+        for P in Ps:
+            fns = {"dist": lambda: ad.attention(q, k, v, client=client, causal=True, workers=P)}
+            before = attncore.get_num_threads()
+            attncore.set_num_threads(P)
+            try:
+                attncore.attention(q, k, v, causal=True)
+                fns["dist"]()
+                fns["local"] = lambda: attncore.attention(q, k, v, causal=True)
+                best = best_of(fns, **reps)
+            finally:
+                attncore.set_num_threads(before)
+            strong.append(dict(P=P, seconds=best["dist"], local_seconds=best["local"]))
+        t1 = strong[0]["seconds"]
+        for row in strong:
+            row["speedup"] = t1 / row["seconds"]
+            row["efficiency"] = row["speedup"] / row["P"]
+            row["vs_local"] = row["local_seconds"] / row["seconds"]
+            row["gflops"] = _flops(n, H, d, True) / row["seconds"] / 1e9
+        result["strong"] = strong
+        # this machine as one node: one process on all the workers' threads
+        result["node_gflops"] = _flops(n, H, d, True) / strong[-1]["local_seconds"] / 1e9
+
+        n0 = 1024 if quick else 4096
+        progress(f"weak scaling: causal prefill n = {n0}·√P; decode {n0 * 4} tokens per shard")
+        weak = []
+        for P in Ps:
+            nP = int(round(n0 * math.sqrt(P) / 64)) * 64
+            q, k, v = _inputs(rng, nP, H, H, d)
+            fn = lambda: ad.attention(q, k, v, client=client, causal=True, workers=P)  # noqa: E731
+            fn()
+            t = best_of({"t": fn}, **reps)["t"]
+            step = _decode_step(client, addrs[:P], n0 * 4 * P, rng, reps)
+            weak.append(dict(P=P, n=nP, seconds=t, decode_tokens=n0 * 4 * P, decode_s=step))
+        result["weak"] = weak
+
+        P = P_max
+        progress(f"layouts and bytes: P={P}, causal and full, zigzag and contiguous")
+        q, k, v = _inputs(rng, n, H, H, d)
+        layouts, moved = [], []
+        for causal, layout in ((True, "zigzag"), (True, "contiguous"), (False, "zigzag")):
+            pl = ad.plan(n, n, P, causal=causal, layout=layout, heads=H, head_dim=d)
+            with ad.transfers(client) as tr, get_task_stream(client) as ts:
+                ad.attention(q, k, v, client=client, causal=causal, layout=layout, workers=P)
+            busy = _busy(ts.data, "-pair-")
+            per = [busy.get(a, 0.0) for a in addrs[:P]]
+            if causal:
+                layouts.append(dict(layout=layout, busy_s=per,
+                                    measured_ratio=max(per) / min(per) if min(per) else math.inf,
+                                    predicted_ratio=max(pl.flops) / min(pl.flops)))
+            moved.append(dict(causal=causal, layout=layout, measured=tr.bytes,
+                              predicted=pl.bytes_moved(), ring=pl.ring_bytes,
+                              complete=tr.complete))
+            out, lse = ad.attention(q, k, v, client=client, causal=causal, layout=layout,
+                                    workers=P, return_lse=True)
+            with ad.transfers(client) as tr:
+                ad.attention_backward(q, k, v, out, lse, np.ones_like(out), client=client,
+                                      causal=causal, layout=layout, workers=P)
+            moved.append(dict(causal=causal, layout=layout, backward=True, measured=tr.bytes,
+                              predicted=pl.bytes_moved(backward=True), ring=2 * pl.ring_bytes,
+                              complete=tr.complete))
+        result["layouts"], result["bytes"] = layouts, moved
+
+        progress(f"decode: a float16 KVCache on {P} shards, H=32, H_kv=8, d=128")
+        decode = []
+        for per_shard in ((1024, 4096, 16384) if quick else (4096, 16384, 65536)):
+            step = _decode_step(client, addrs[:P], per_shard * P, rng, reps)
+            decode.append(dict(tokens_per_shard=per_shard, shards=P, step_s=step))
+        result["decode"] = decode
+        result["empty_call_s"] = _empty_call(client, addrs[0])
+
+        result["simulate"] = simulate(result["node_gflops"] * 1e9)
+        return result
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _decode_step(client, addrs, tokens, rng, reps) -> float:
+    """Best time of one decode step (a query token of 32 heads) on a float16
+    cache of ``tokens`` tokens, 8 kv heads of d = 128, one shard per worker."""
+    P = len(addrs)
+    with ad.KVCache(client, 8, 128, dtype=np.float16, workers=addrs,
+                    shard_tokens=-(-tokens // P)) as cache:
+        chunk = 1 << 14
+        for start in range(0, tokens, chunk):
+            t = min(chunk, tokens - start)
+            kv = rng.standard_normal((8, t, 128)).astype(np.float16)
+            cache.append(kv, kv)
+        q = rng.standard_normal((32, 1, 128)).astype(np.float32)
+        cache.attend(q)
+        return best_of({"step": lambda: cache.attend(q)}, **reps)["step"]
+
+
+def _empty_call(client, addr) -> float:
+    """Round trip of a task that does nothing, on one worker: a decode step's floor."""
+    from attncore.distributed import _worker as W
+
+    def call():
+        client.submit(W.nothing, time.perf_counter(), workers=[addr], pure=False).result()
+
+    call()
+    return best_of({"call": call}, min_time=0.3, min_rounds=5, max_rounds=50)["call"]
+
+
+def simulate(node_flops: float) -> list[dict]:
+    """Plan.simulate at n = 1M (causal, zigzag, 2P chunks) for each node count,
+    link and node rate (this machine's measured rate and a 3 TFLOP/s node)."""
+    rows = []
+    for P in SIM_NODES:
+        pl = ad.plan(SIM_N, SIM_N, P, causal=True, **SIM_SHAPE)
+        for rate_name, rate in (("this node", node_flops), ("3 TFLOP/s node", SIM_NODE_FLOPS)):
+            for link_name, bw in SIM_LINKS.items():
+                sim = pl.simulate(rate, bw, SIM_LATENCY_S)
+                rows.append(dict(nodes=P, node=rate_name, node_flops=rate, link=link_name,
+                                 seconds=sim.time_s, ideal_s=sim.ideal_s,
+                                 efficiency=sim.efficiency, speedup=sim.speedup,
+                                 hidden=sim.hidden, chunk_tokens=SIM_N // (2 * P)))
+    return rows
+
+
+def _versions() -> dict:
+    import dask
+    import distributed
+
+    return {"attncore": attncore.__version__, "dask": dask.__version__,
+            "distributed": distributed.__version__, "numpy": np.__version__}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.1f}"
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:.2f}"
+
+
+def tables(result: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, columns, rows) of each table of a run."""
+    sh = result["shape"]
+    out = []
+    out.append((f"Strong scaling: causal prefill n={sh['n']}, H={sh['heads']}, d={sh['head_dim']}, "
+                f"float32, one thread per worker ({result['scheduler']})",
+                ["workers", "time ms", "GFLOP/s", "speed-up vs 1 worker", "efficiency",
+                 "1 process on P threads ms", "1 process ÷ distributed time"],
+                [[str(r["P"]), _ms(r["seconds"]), f"{r['gflops']:.1f}", f"{r['speedup']:.2f}×",
+                  f"{r['efficiency']:.0%}", _ms(r["local_seconds"]), f"{r['vs_local']:.2f}×"]
+                 for r in result["strong"]]))
+    out.append(("Weak scaling: causal prefill with n ∝ √P (work per worker fixed); decode with "
+                "the cache ∝ P (tokens per shard fixed)",
+                ["workers", "n", "prefill ms", "decode cache tokens", "decode step ms"],
+                [[str(r["P"]), str(r["n"]), _ms(r["seconds"]), str(r["decode_tokens"]),
+                  _ms(r["decode_s"])] for r in result["weak"]]))
+    out.append(("Layouts (causal): each worker's busy time in the pair tasks",
+                ["layout", "busy s per worker", "slowest ÷ fastest measured",
+                 "predicted (plan FLOPs)"],
+                [[r["layout"], ", ".join(f"{b:.2f}" for b in r["busy_s"]),
+                  f"{r['measured_ratio']:.2f}", f"{r['predicted_ratio']:.2f}"]
+                 for r in result["layouts"]]))
+    out.append(("Bytes moved between workers (MiB): measured in the workers' transfer logs, "
+                "the plan's prediction, a ring passing every K/V chunk",
+                ["call", "mask", "layout", "measured", "predicted", "ring (P-1)·KV"],
+                [["backward" if r.get("backward") else "forward",
+                  "causal" if r["causal"] else "full", r["layout"], _mib(r["measured"]),
+                  _mib(r["predicted"]), _mib(r["ring"])] for r in result["bytes"]]))
+    out.append((f"Decode: float16 KVCache, H=32, H_kv=8, d=128, one shard per worker; the "
+                f"empty call's round trip is {_ms(result['empty_call_s'])} ms",
+                ["tokens per shard", "shards", "step ms", "step − empty call ms"],
+                [[str(r["tokens_per_shard"]), str(r["shards"]), _ms(r["step_s"]),
+                  _ms(r["step_s"] - result["empty_call_s"])] for r in result["decode"]]))
+    sims = [r for r in result["simulate"] if r["nodes"] in (16, 64)]
+    out.append((f"Plan.simulate: causal prefill n = 1M, H = H_kv = 32, d = 128, float32, zigzag, "
+                f"{SIM_LATENCY_S * 1e6:.0f} µs latency",
+                ["nodes", "node", "link", "predicted s", "ideal s", "efficiency",
+                 "transfers hidden"],
+                [[str(r["nodes"]), f"{r['node']} ({r['node_flops'] / 1e9:.0f} GFLOP/s)",
+                  r["link"], f"{r['seconds']:.1f}", f"{r['ideal_s']:.1f}",
+                  f"{r['efficiency']:.0%}", "yes" if r["hidden"] else "no"] for r in sims]))
+    return out
+
+
+def print_report(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(width=None if Console().is_terminal else 200)
+    for title, columns, rows in tables(result):
+        t = Table(title=title, title_justify="left")
+        for c in columns:
+            t.add_column(c, justify="right")
+        for r in rows:
+            t.add_row(*r)
+        con.print(t)
+    if result.get("link"):
+        lk = result["link"]
+        con.print(f"link between two workers (ping): {lk['latency_s'] * 1e3:.2f} ms for 8 bytes, "
+                  f"{lk['bytes_per_s'] / 1e9:.2f} GB/s; empty call {lk['call_s'] * 1e3:.1f} ms")
+
+
+def markdown(result: dict) -> str:
+    parts = []
+    for title, columns, rows in tables(result):
+        parts.append("\n".join([title + ".", "", "| " + " | ".join(columns) + " |",
+                                "|" + "---|" * len(columns)]
+                               + ["| " + " | ".join(r) + " |" for r in rows]))
+    return "\n\n".join(parts)
+
+
+def figure(result: dict, outdir) -> str:
+    """Predicted time and efficiency of a 1M-token causal prefill against the
+    number of nodes, per link and node rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(outdir, exist_ok=True)
+    fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rows = result["simulate"]
+    for i, node in enumerate(dict.fromkeys(r["node"] for r in rows)):
+        for style, link in zip(("-", "--"), SIM_LINKS):
+            sel = [r for r in rows if r["node"] == node and r["link"] == link]
+            label = f"{node} ({sel[0]['node_flops'] / 1e9:.0f} GFLOP/s), {link}"
+            ax_t.plot([r["nodes"] for r in sel], [r["seconds"] for r in sel], style,
+                      color=f"C{i}", marker="o", label=label)
+            ax_e.plot([r["nodes"] for r in sel], [r["efficiency"] for r in sel], style,
+                      color=f"C{i}", marker="o", label=label)
+        ideal = [r for r in rows if r["node"] == node and r["link"] == next(iter(SIM_LINKS))]
+        ax_t.plot([r["nodes"] for r in ideal], [r["ideal_s"] for r in ideal], ":", color=f"C{i}",
+                  label=f"{node}: perfect scaling")
+    for ax in (ax_t, ax_e):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("nodes")
+        for P in (16, 64):
+            ax.axvline(P, color="0.85", zorder=0)
+    ax_t.set_yscale("log")
+    ax_t.set_ylabel("predicted seconds per layer")
+    ax_t.set_title("causal prefill, n = 1M, H = 32, d = 128 (Plan.simulate)", fontsize=10)
+    ax_e.set_ylabel("efficiency (ideal ÷ predicted)")
+    ax_e.set_ylim(0, 1.05)
+    ax_e.set_title("communication hides when a step's compute outlasts its transfer", fontsize=10)
+    ax_e.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(outdir, "distributed-simulate.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
