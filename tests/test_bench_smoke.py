@@ -204,3 +204,30 @@ def test_every_peer_reads_a_16_bit_cache(kv):
         got = got.float().numpy() if hasattr(got, "numpy") else got
         np.testing.assert_allclose(got, want, atol=2e-5 if method != "torch" else 2e-2,
                                    err_msg=method)
+
+
+def test_bench_distributed_on_a_local_cluster(tmp_path):
+    """`attncore bench --distributed --quick` on its own two-worker LocalCluster:
+    every table filled, the measured bytes equal to the plan's, the figure drawn.
+    Here rather than in test_distributed.py because it draws with matplotlib,
+    which the sanitized run leaves out; CI's distributed stage runs it."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "out"
+    md = tmp_path / "distributed.md"
+    rc = cli.main(["bench", "--distributed", "--quick", "--no-progress", "--workers", "2",
+                   "--out", str(out), "--markdown", str(md)])
+    assert rc == 0
+    result = json.loads((out / "distributed.json").read_text())
+    assert [r["P"] for r in result["strong"]] == [1, 2]
+    assert all(r["seconds"] > 0 and r["local_seconds"] > 0 for r in result["strong"])
+    assert [r["P"] for r in result["weak"]] == [1, 2]
+    assert {r["layout"] for r in result["layouts"]} == {"zigzag", "contiguous"}
+    assert len(result["bytes"]) == 6
+    assert all(r["measured"] == r["predicted"] > 0 and r["complete"] for r in result["bytes"])
+    assert all(r["step_s"] > 0 for r in result["decode"])
+    sims = {(r["nodes"], r["node"], r["link"]) for r in result["simulate"]}
+    assert {(16, "3 TFLOP/s node", "10 Gb/s"), (64, "this node", "100 Gb/s")} <= sims
+    assert (out / "distributed-simulate.png").stat().st_size > 0
+    text = md.read_text()
+    assert "Strong scaling" in text and "Plan.simulate" in text

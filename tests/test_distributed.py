@@ -274,30 +274,3 @@ def test_a_kvcache_whose_worker_died_gives_an_error_not_a_hang(rng):
     finally:
         client.close()
         cluster.close()
-
-
-def test_bench_distributed_on_a_running_cluster(client, tmp_path):
-    """`attncore bench --distributed --scheduler ADDRESS --quick`: every table
-    filled, the measured bytes equal to the plan's, the figure drawn."""
-    import json
-
-    from attncore import cli
-
-    out = tmp_path / "out"
-    md = tmp_path / "distributed.md"
-    rc = cli.main(["bench", "--distributed", "--quick", "--no-progress", "--scheduler",
-                   client.scheduler.address, "--out", str(out), "--markdown", str(md)])
-    assert rc == 0
-    result = json.loads((out / "distributed.json").read_text())
-    assert [r["P"] for r in result["strong"]] == [1, 2]
-    assert all(r["seconds"] > 0 and r["local_seconds"] > 0 for r in result["strong"])
-    assert [r["P"] for r in result["weak"]] == [1, 2]
-    assert {r["layout"] for r in result["layouts"]} == {"zigzag", "contiguous"}
-    assert len(result["bytes"]) == 6
-    assert all(r["measured"] == r["predicted"] > 0 and r["complete"] for r in result["bytes"])
-    assert all(r["step_s"] > 0 for r in result["decode"])
-    sims = {(r["nodes"], r["node"], r["link"]) for r in result["simulate"]}
-    assert {(16, "3 TFLOP/s node", "10 Gb/s"), (64, "this node", "100 Gb/s")} <= sims
-    assert (out / "distributed-simulate.png").stat().st_size > 0
-    text = md.read_text()
-    assert "Strong scaling" in text and "Plan.simulate" in text

@@ -179,18 +179,44 @@ class _Run:
             for c, block in enumerate(blocks):
                 computed = self.client.compute(block, workers=[self.addrs[owner[c]]],
                                                allow_other_workers=False)
-                futures.append(self.submit(W.total, -1, computed, at=owner[c], name=(name, c)))
+                # under a key of this call's, so that its moves are counted
+                futures.append(self.submit(W.same, computed, at=owner[c], name=(name, c)))
             return futures
-        futures = []
+        placed: dict[str, Any] = {}
         for w in sorted(set(owner)):
             mine = {self.key(name, c): a[..., bounds[c]:bounds[c + 1], :]
                     for c in range(len(owner)) if owner[c] == w}
-            placed = self.client.scatter(mine, workers=[self.addrs[w]], direct=True)
-            futures += [(int(k.rsplit("-", 1)[1]), f) for k, f in placed.items()]
-        return [f for _, f in sorted(futures, key=lambda cf: cf[0])]
+            placed |= self.client.scatter(mine, workers=[self.addrs[w]], direct=True)
+        return [placed[self.key(name, c)] for c in range(len(owner))]
 
     def wait(self, futures: list) -> None:
         wait_for(self.client, futures, self.addrs, f"attncore.distributed.{self.what}")
+
+    def kv_where_needed(self, pl: Plan, kf: list, vf: list) -> dict:
+        """(worker, key chunk) -> (k, v) futures on that worker, for every pair's
+        reads: a copy of its own on each worker that reads the chunk.
+
+        So each chunk crosses the network exactly once per worker that reads
+        it, as the plan says.  Read straight from the placed chunk, a worker
+        could fetch it twice: once a second worker holds a replica, Dask's
+        active memory manager may drop either one, the owner's included, and a
+        pair still to run where it was dropped fetches it back.  The copies
+        have one replica each, which the manager never drops, and the owner's
+        copies exist before any other worker fetches the chunk."""
+        readers: dict[int, set[int]] = {}
+        for w in range(pl.workers):
+            for _, j in pl.pairs_of(w):
+                readers.setdefault(j, set()).add(w)
+        where = {(pl.owner[j], j): tuple(self.submit(W.same, f[j], at=pl.owner[j],
+                                                     name=(name, j, "at", pl.owner[j]))
+                                         for name, f in (("k", kf), ("v", vf)))
+                 for j in readers}
+        self.wait([f for pair in where.values() for f in pair])
+        for j, ws in readers.items():
+            for w in ws - {pl.owner[j]}:
+                where[w, j] = tuple(self.submit(W.same, f[j], at=w, name=(name, j, "at", w))
+                                    for name, f in (("k", kf), ("v", vf)))
+        return where
 
 
 def _is_dask(a) -> bool:
@@ -309,10 +335,11 @@ def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
     qf = run.place("q", q, pl.q_bounds, pl.owner)
     kf = run.place("k", k, pl.k_bounds, pl.owner)
     vf = run.place("v", v, pl.k_bounds, pl.owner)
+    kv = run.kv_where_needed(pl, kf, vf)
     merged: dict[int, Any] = {}
     for i in range(pl.chunks):
-        parts = [run.submit(W.forward, qf[i], kf[j], vf[j], pl.q_bounds[i], pl.k_bounds[j], geo,
-                            at=pl.owner[i], name=("pair", i, j))
+        parts = [run.submit(W.forward, qf[i], *kv[pl.owner[i], j], pl.q_bounds[i],
+                            pl.k_bounds[j], geo, at=pl.owner[i], name=("pair", i, j))
                  for ii, j in pl.pairs if ii == i]
         if parts:
             merged[i] = run.submit(W.merge, *parts, at=pl.owner[i], name=("merged", i))
@@ -368,9 +395,10 @@ def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,
     of = run.place("o", out, pl.q_bounds, pl.owner)
     lf = run.place("l", lse[..., None], pl.q_bounds, pl.owner)
     df = run.place("do", dout, pl.q_bounds, pl.owner)
+    kv = run.kv_where_needed(pl, kf, vf)
     grads = {}
     for i, j in pl.pairs:
-        grads[i, j] = run.submit(W.backward, qf[i], kf[j], vf[j], of[i], lf[i], df[i],
+        grads[i, j] = run.submit(W.backward, qf[i], *kv[pl.owner[i], j], of[i], lf[i], df[i],
                                  pl.q_bounds[i], pl.k_bounds[j], geo, at=pl.owner[i],
                                  name=("pair", i, j))
     dq = {i: run.submit(W.total, 0, *[g for (ii, _), g in grads.items() if ii == i],
