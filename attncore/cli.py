@@ -11,6 +11,7 @@
                                    attncore.distributed on a Dask cluster: scaling, bytes
                                    moved against the plan, decode steps, simulated clusters
     attncore tour [--markdown F]   every teaching experiment: tables, figures, tutorial
+    attncore notebook              the live notebooks in JupyterLab (widgets on the kernels)
     attncore plot FILE.json        the same figures from a saved run or from
                                    pytest-benchmark's JSON (pytest bench/ --benchmark-json)
 """
@@ -206,6 +207,38 @@ def cmd_tour(args) -> int:
     return 0
 
 
+def _notebook_dir(given):
+    """docs/notebooks of a checkout: the one given, the current directory's, or
+    the one beside an editable install's package."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(attncore.__file__)))
+    for d in ([given] if given else [os.path.join("docs", "notebooks"),
+                                     os.path.join(here, "docs", "notebooks")]):
+        if os.path.isdir(d) and any(f.endswith(".ipynb") for f in os.listdir(d)):
+            return os.path.abspath(d)
+    return None
+
+
+def cmd_notebook(args) -> int:
+    d = _notebook_dir(args.dir)
+    if d is None:
+        print("attncore notebook: no docs/notebooks found; run it from a checkout of attncore "
+              "or give --dir", file=sys.stderr)
+        return 2
+    argv = [sys.executable, "-m", "jupyterlab", d]
+    if args.dry_run:
+        print(" ".join(argv))
+        return 0
+    try:
+        import ipywidgets  # noqa: F401
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        print("attncore notebook needs JupyterLab and ipywidgets: pip install 'attncore[notebook]'",
+              file=sys.stderr)
+        return 2
+    os.execv(sys.executable, argv)
+    return 0  # pragma: no cover - execv does not return
+
+
 def cmd_plot(args) -> int:
     from attncore import bench
 
@@ -267,6 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--markdown", metavar="FILE", help="also write the guided tutorial")
     t.add_argument("--quick", action="store_true", help="smaller samples and sizes")
     t.set_defaults(fn=cmd_tour)
+
+    nb = sub.add_parser("notebook", help="open the live notebooks (docs/notebooks) in JupyterLab")
+    nb.add_argument("--dir", help="the notebooks' folder (default: docs/notebooks of the checkout)")
+    nb.add_argument("--dry-run", action="store_true", help="print the command instead")
+    nb.set_defaults(fn=cmd_notebook)
 
     pl = sub.add_parser("plot", help="figures from a saved run or pytest-benchmark JSON")
     pl.add_argument("file")

@@ -10,6 +10,8 @@ plain Python values), ``.plot(ax=None)`` (matplotlib, labelled) and a readable r
     cost     what it costs on this machine: memory, causal, crossover,
              regimes, family
     result   the Result every experiment returns
+    live     the callbacks of the live notebooks (docs/notebooks): plain functions
+             of a widget's values, imported as attncore.teach.live
 
 ``import attncore`` does not import this package; ``attncore.teach`` does,
 on first use.

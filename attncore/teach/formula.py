@@ -54,24 +54,46 @@ def scaling(dks=(2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), samples=300, positio
 # ---- why softmax ----------------------------------------------------------------
 
 
+NORMALISERS = ("softmax", "divide by sum", "clip negatives, divide")
+
+
+def normalise_one(method: str, x) -> tuple[np.ndarray | None, str]:
+    """(weights, "") or (None, why the method is undefined for these scores)."""
+    x = np.asarray(x, dtype=np.float64)
+    if method == "softmax":
+        return attncore.softmax(x), ""  # the C core's
+    if method == "divide by sum":
+        total = x.sum()
+        if total == 0:
+            return None, "undefined: the scores sum to 0, and dividing by 0 is not a weighting"
+        return x / total, ""
+    if method == "clip negatives, divide":
+        kept = np.clip(x, 0, None)
+        if kept.sum() == 0:
+            return None, "undefined: every score is ≤ 0, so nothing is left after clipping"
+        return kept / kept.sum(), ""
+    raise ValueError(f"method must be one of {NORMALISERS}, got {method!r}")
+
+
 def normalizers(scores=(2.0, 0.5, -1.0, 1.5, -0.5, 0.8), shift=10.0):
     """Why softmax: of the ways to turn scores into weights, softmax alone gives
     positive weights that sum to 1 *and* ignore adding a constant to every
-    score (only differences between scores matter)."""
+    score (only differences between scores matter).  A method undefined for
+    the scores (dividing by a sum of 0) gives NaN weights and says why."""
     s = np.asarray(scores, dtype=np.float64)
-    methods = {
-        "softmax": lambda x: attncore.softmax(x),  # the C core's
-        "divide by sum": lambda x: x / x.sum(),
-        "clip negatives, divide": lambda x: np.clip(x, 0, None) / np.clip(x, 0, None).sum(),
-    }
     rows = []
-    for name, fn in methods.items():
-        w, w_shift = fn(s), fn(s + shift)
-        changed = bool(np.max(np.abs(w - w_shift)) > 1e-12)
-        negative = bool((w < 0).any())
-        verdict = ("ok" if not (changed or negative) else
-                   ", ".join(v for v, bad in (("negative weights", negative),
-                                             ("changed by the shift", changed)) if bad))
+    for name in NORMALISERS:
+        (w, why), (w_shift, why_shift) = normalise_one(name, s), normalise_one(name, s + shift)
+        if why or why_shift:
+            verdict = why or f"{why_shift} (after the shift)"
+            w = np.full(len(s), np.nan) if w is None else w
+            w_shift = np.full(len(s), np.nan) if w_shift is None else w_shift
+        else:
+            changed = bool(np.max(np.abs(w - w_shift)) > 1e-12)
+            negative = bool((w < 0).any())
+            verdict = ("ok" if not (changed or negative) else
+                       ", ".join(v for v, bad in (("negative weights", negative),
+                                                 ("changed by the shift", changed)) if bad))
         for shifted, weights in ((False, w), (True, w_shift)):
             rows.append({"method": name, "shifted": shifted, "weights": weights,
                          "sum": float(weights.sum()), "verdict": verdict})

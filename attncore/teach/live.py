@@ -1,0 +1,135 @@
+"""The callbacks behind the live notebooks (``docs/notebooks/``): plain functions
+of the values a widget holds, returning plain numbers, every one computed by
+the C kernels.  The notebooks only wire widgets to them, so each can be
+called and tested without a browser.
+
+    sentence    the chapter's 6-word sentence: who looks at whom, Q edited live
+    scaling     one sample of scores at width d_k, raw or ÷√d_k, and the entropy curve
+    normalise   six scores through three normalisers, shifted by c, guarded
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import attncore
+from attncore.teach.formula import NORMALISERS, normalise_one
+from attncore.teach.formula import scaling as scaling_table
+from attncore.teach.result import _entropy
+
+# "The cat was tired, so it slept" / 「猫很累，所以它睡了」: six words, each with
+# a 4-number query (what it asks for) and key (what it offers).  Made by hand,
+# not trained: "it" asks for an animate noun, and "cat" offers one, so row
+# "it" looks back at "cat", as a reader's eye does.
+SENTENCE = {"en": ("cat", "was", "tired", "so", "it", "slept"),
+            "zh": ("猫", "很", "累", "所以", "它", "睡了")}
+# components: animate noun, state / predicate, connective, pronoun reference
+SENTENCE_K = np.array([[2.0, 0.2, 0.0, 0.5],    # cat: an animate noun, a referent
+                       [0.0, 1.0, 0.2, 0.0],    # was
+                       [0.3, 2.0, 0.0, 0.0],    # tired: a state
+                       [0.0, 0.0, 2.0, 0.0],    # so: a connective
+                       [0.5, 0.0, 0.0, 2.0],    # it: a pronoun
+                       [0.2, 1.5, 0.3, 0.0]])   # slept
+SENTENCE_Q = np.array([[0.0, 1.5, 0.0, 0.0],    # cat asks: what state am I in?
+                       [1.0, 1.0, 0.0, 0.0],    # was: its subject and its complement
+                       [1.5, 0.0, 0.0, 0.0],    # tired: who is tired?
+                       [0.0, 1.0, 0.5, 0.0],    # so: the cause before it
+                       [2.0, 0.0, 0.0, 0.2],    # it: which animate thing do I stand for?
+                       [1.0, 0.5, 0.0, 1.0]])   # slept: who slept?
+
+
+def sentence(query: int = 4, q: list[float] | None = None, v_equals_k: bool = True,
+             v: list[list[float]] | None = None, language: str = "en") -> dict:
+    """The 6-word sentence as the chapter draws it.
+
+    ``query``: the word asking (its row); ``q``: its 4 numbers, replacing its
+    own (a slider per component, or "use word X's key" buttons set it to
+    ``SENTENCE_K[x]``); ``v_equals_k``: the values are the keys, as the
+    chapter's small example has it, else ``v`` (6 rows of any width; one-hot
+    rows make the output the weights themselves).
+
+    Returns the tokens, Q, K, V, the 6×6 scores (``attncore.scores``) and
+    weights (``attncore.softmax``), the asking row's weights, the word it
+    looks at most, and its output (``attncore.attention``, checked against the
+    weights' mix of V).
+    """
+    if language not in SENTENCE:
+        raise ValueError(f"language must be one of {sorted(SENTENCE)}, got {language!r}")
+    if not 0 <= int(query) < 6:
+        raise ValueError(f"query must be a word index 0 … 5, got {query}")
+    query = int(query)
+    Q = SENTENCE_Q.copy()
+    if q is not None:
+        Q[query] = np.asarray(q, dtype=np.float64).reshape(4)
+    K = SENTENCE_K
+    V = K if v_equals_k else np.asarray(v, dtype=np.float64).reshape(6, -1)
+    scores = attncore.scores(Q, K)  # (6, 6), ÷√4, from the C core
+    weights = attncore.softmax(scores)
+    out = attncore.attention(Q, K, V)
+    row = weights[query]
+    tokens = SENTENCE[language]
+    return {"tokens": list(tokens), "query": query, "asker": tokens[query], "Q": Q, "K": K,
+            "V": V, "scores": scores, "weights": weights, "row": row,
+            "looks_at": tokens[int(np.argmax(row))], "row_sum": float(row.sum()),
+            "output": out[query], "mix_of_v": row @ V}
+
+
+def scaling(dk: int = 64, scaled: bool = True, seed: int = 0, positions: int = 6,
+            samples: int = 300) -> dict:
+    """One query against ``positions`` keys with N(0, 1) components of width
+    ``dk``: its scores (raw q·k, or ÷√d_k) and softmax weights, and over
+    ``samples`` such rows the score variance and the mean entropy, against the
+    maximum ln(positions).  ``curve``: the same mean entropy for d_k = 2 …
+    1024, raw and scaled (:func:`attncore.teach.scaling`)."""
+    dk = int(dk)
+    if dk < 1:
+        raise ValueError(f"dk must be a positive integer, got {dk}")
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((samples, 1, dk))
+    k = rng.standard_normal((samples, positions, dk))
+    scale = 1 / math.sqrt(dk) if scaled else 1.0
+    s = attncore.scores(q, k, scale=scale)[:, 0, :]
+    p = attncore.softmax(s)
+    entropy = _entropy(p)
+    table = scaling_table(samples=samples, positions=positions, seed=seed).table()
+    return {"dk": dk, "scaled": scaled, "scores": s[0], "weights": p[0],
+            "variance": float(s.var()), "variance_theory": dk * scale * scale,
+            "entropy": float(entropy.mean()), "sample_entropy": float(entropy[0]),
+            "max_entropy": math.log(positions), "max_weight": float(p.max(-1).mean()),
+            "curve": [(r["dk"], r["entropy_raw"], r["entropy_scaled"]) for r in table]}
+
+
+def normalise(scores=(2.0, 0.5, -1.0, 1.5, -0.5, 0.8), shift: float = 0.0) -> dict:
+    """The scores and the scores + ``shift`` through each normaliser: the
+    weights (None where the method is undefined, with the reason), whether
+    they are all ≥ 0 and sum to 1, and whether the shift changed them.
+    Softmax alone is defined for every shift and unchanged by it."""
+    s = np.asarray(scores, dtype=np.float64)
+    rows = []
+    for method in NORMALISERS:
+        w, why = normalise_one(method, s)
+        ws, why_s = normalise_one(method, s + shift)
+        both = w is not None and ws is not None
+        rows.append({"method": method, "weights": w, "weights_shifted": ws,
+                     "undefined": why or why_s,
+                     "valid": both and bool((w >= 0).all() and (ws >= 0).all()
+                                            and abs(w.sum() - 1) < 1e-12),
+                     "changed_by_shift": None if not both else bool(np.abs(w - ws).max() > 1e-12)})
+    return {"scores": s, "shift": float(shift), "rows": rows}
+
+
+_CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Serif CJK SC", "Source Han Sans SC",
+                 "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei",
+                 "PingFang SC", "Heiti SC", "AR PL UMing CN")
+
+
+def cjk_font() -> str | None:
+    """A font family matplotlib can draw Chinese with, or None if none is
+    installed (then figures label the words in English; the text readouts,
+    drawn by the browser, keep the Chinese)."""
+    from matplotlib import font_manager
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in _CJK_FAMILIES if name in installed), None)

@@ -1,0 +1,120 @@
+"""The callbacks of the live notebooks, driven with a few widget values: every
+number equals what the kernels (and the reference) give for the same inputs."""
+
+import math
+
+import numpy as np
+import pytest
+
+import attncore
+from attncore.teach import live
+
+
+@pytest.mark.parametrize("query", range(6))
+def test_sentence_rows_are_the_kernels(query):
+    r = live.sentence(query)
+    Q, K = live.SENTENCE_Q, live.SENTENCE_K
+    np.testing.assert_allclose(r["scores"], Q @ K.T / 2, rtol=1e-12)  # ÷√4
+    np.testing.assert_allclose(r["weights"], attncore.reference.softmax(Q @ K.T / 2), rtol=1e-12)
+    np.testing.assert_allclose(r["weights"].sum(1), 1, rtol=1e-12)
+    np.testing.assert_allclose(r["output"], r["mix_of_v"], rtol=1e-12)
+    assert r["looks_at"] == r["tokens"][int(np.argmax(r["weights"][query]))]
+
+
+def test_it_looks_back_at_the_cat_in_both_languages():
+    assert live.sentence(4)["looks_at"] == "cat"
+    zh = live.sentence(4, language="zh")
+    assert zh["asker"] == "它" and zh["looks_at"] == "猫"
+
+
+def test_a_words_own_key_is_not_always_what_it_looks_at_most():
+    # given x's key as its query, a word scores x at |k_x|²/2, the most any query of
+    # that length can (Cauchy–Schwarz); yet a longer key elsewhere can score higher:
+    # the dot product is not the cosine
+    for x in range(6):
+        r = live.sentence(4, q=live.SENTENCE_K[x])
+        k = live.SENTENCE_K[x]
+        assert r["scores"][4, x] == pytest.approx(k @ k / 2)
+    assert live.sentence(4, q=live.SENTENCE_K[3])["looks_at"] == "so"
+    assert live.sentence(4, q=live.SENTENCE_K[1])["looks_at"] == "tired"  # not "was"
+
+
+def test_sliders_and_one_hot_values():
+    q = [0.0, 0.0, 3.0, 0.0]
+    r = live.sentence(1, q=q, v_equals_k=False, v=np.eye(6))
+    np.testing.assert_allclose(r["Q"][1], q)
+    np.testing.assert_allclose(r["output"], r["row"], rtol=1e-12)  # one-hot V: the weights
+    want = attncore.reference.attention(r["Q"], live.SENTENCE_K, np.eye(6))[1]
+    np.testing.assert_allclose(r["output"], want, rtol=1e-12)
+
+
+def test_sentence_refuses_bad_values():
+    with pytest.raises(ValueError, match="query"):
+        live.sentence(6)
+    with pytest.raises(ValueError, match="language"):
+        live.sentence(4, language="fr")
+
+
+@pytest.mark.parametrize("dk", [2, 64, 512])
+def test_scaling_variance_and_entropy(dk):
+    raw, scaled = live.scaling(dk, scaled=False), live.scaling(dk, scaled=True)
+    assert scaled["variance"] == pytest.approx(1, rel=0.25)
+    assert raw["variance"] == pytest.approx(dk, rel=0.25)
+    assert scaled["variance_theory"] == pytest.approx(1) and raw["variance_theory"] == dk
+    np.testing.assert_allclose(scaled["weights"], attncore.reference.softmax(scaled["scores"]),
+                               rtol=1e-12)
+    assert scaled["max_entropy"] == pytest.approx(math.log(6))
+    if dk >= 64:
+        assert raw["entropy"] < scaled["entropy"] < scaled["max_entropy"]
+    assert [c[0] for c in scaled["curve"]] == [2 ** e for e in range(1, 11)]
+
+
+def test_scaling_of_the_article_512_wide_example():
+    # the geometry article's random Q, K of width 512 ÷ √512: rows far from uniform
+    r = live.scaling(512, scaled=True, positions=10)
+    assert r["variance"] == pytest.approx(1, rel=0.2)
+    assert 1.6 < r["entropy"] < 2.1 < math.log(10)
+
+
+@pytest.mark.parametrize("shift", [0.0, 10.0, -3.3, -100.0])
+def test_normalise_guards_and_softmax_alone_is_unmoved(shift):
+    r = live.normalise(shift=shift)
+    soft, divide, clip = r["rows"]
+    np.testing.assert_allclose(soft["weights"], attncore.reference.softmax(r["scores"]),
+                               rtol=1e-12)
+    assert soft["valid"] and soft["changed_by_shift"] is False
+    assert not divide["valid"]  # negative weights
+    if shift <= -3.0:  # every score ≤ 0 after the shift
+        assert clip["weights_shifted"] is None and "undefined" in clip["undefined"]
+        assert clip["changed_by_shift"] is None
+    elif shift != 0:
+        assert clip["changed_by_shift"]
+
+
+def test_normalise_divide_by_a_zero_sum_is_undefined():
+    r = live.normalise([1.0, -1.0, 0.5, -0.5, 0.0, 0.0])
+    assert r["rows"][1]["weights"] is None and "sum to 0" in r["rows"][1]["undefined"]
+
+
+def test_the_tour_normalizers_give_no_nan_warning_for_any_shift():
+    import warnings
+
+    from attncore import teach
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = teach.normalizers(shift=-3.3).table()
+    clip = [r for r in rows if r["method"] == "clip negatives, divide"]
+    assert all("undefined" in r["verdict"] for r in clip)
+
+
+def test_attncore_notebook_finds_the_checkouts_notebooks(capsys, monkeypatch):
+    import os
+
+    from attncore import cli
+
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert cli.main(["notebook", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "-m jupyterlab" in out and out.strip().endswith(os.path.join("docs", "notebooks"))
+    assert cli.main(["notebook", "--dir", "/nonexistent", "--dry-run"]) == 2
