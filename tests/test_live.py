@@ -118,3 +118,31 @@ def test_attncore_notebook_finds_the_checkouts_notebooks(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "-m jupyterlab" in out and out.strip().endswith(os.path.join("docs", "notebooks"))
     assert cli.main(["notebook", "--dir", "/nonexistent", "--dry-run"]) == 2
+
+
+@pytest.mark.parametrize("query", range(6))
+def test_causal_row_is_the_kernels(query):
+    r = live.causal_row(query)
+    np.testing.assert_allclose(r["weights"], r["kernel_weights"], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(r["output"], r["kernel_output"], rtol=1e-12, atol=1e-15)
+    assert r["weights"][r["kept"]].sum() == pytest.approx(1)
+    assert (r["weights"][~r["kept"]] == 0).all()
+    assert r["causal_denominator"] <= r["full_denominator"]
+
+
+@pytest.mark.parametrize("n, block", [(1024, 128), (1000, 128), (300, 64), (128, 256)])
+def test_causal_blocks_match_the_kernels_count(n, block):
+    b = live.causal_blocks(n, block)
+    nb = -(-n // block)
+    assert b["whole"] + b["masked"] + b["skipped"] == nb * nb
+    assert b["kernel_computed"] == b["whole"] + b["masked"]
+    assert b["kernel_masked"] == b["masked"] == nb
+
+
+@pytest.mark.parametrize("order", [(5, 4, 3, 2, 1, 0), (1, 0, 2, 3, 4, 5), (0, 1, 2, 3, 4, 5)])
+def test_permutation_is_equivariant_not_invariant(order):
+    r = live.permutation(order)
+    assert r["equivariant"]
+    assert r["unchanged_in_place"] == (list(order) == list(range(6)))
+    with pytest.raises(ValueError, match="permutation"):
+        live.permutation([0, 0, 1, 2, 3, 4])

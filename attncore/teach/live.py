@@ -133,3 +133,70 @@ def cjk_font() -> str | None:
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
     return next((name for name in _CJK_FAMILIES if name in installed), None)
+
+
+def causal_row(query: int = 4, language: str = "en") -> dict:
+    """One row of the sentence under the causal mask: the exponentials
+    ``exp(s_ij − max)`` the row keeps (keys up to itself) and those it drops
+    (later keys), the full and the causal denominators, and the causal
+    weights — equal to ``attncore.attention(..., causal=True)``'s row, and
+    summing to 1 over the kept keys alone."""
+    r = sentence(query, language=language)
+    s = r["scores"][r["query"]]
+    e = np.exp(s - s[: r["query"] + 1].max())  # the max over the keys the row may see
+    kept = np.arange(6) <= r["query"]
+    weights = np.where(kept, e, 0.0) / e[kept].sum()
+    _, lse, full_w = attncore.attention(SENTENCE_Q, SENTENCE_K, SENTENCE_K, causal=True,
+                                        method="naive", return_lse=True, return_weights=True)
+    return {"tokens": r["tokens"], "query": r["query"], "scores": s, "exps": e, "kept": kept,
+            "full_denominator": float(e.sum()), "causal_denominator": float(e[kept].sum()),
+            "weights": weights, "kernel_weights": full_w[r["query"]],
+            "kernel_output": attncore.attention(SENTENCE_Q, SENTENCE_K, SENTENCE_K,
+                                                causal=True)[r["query"]],
+            "output": weights @ SENTENCE_K}
+
+
+def causal_blocks(n: int = 1024, block: int = 128) -> dict:
+    """The blockwise kernel's grid under the causal mask: which (Q block, K
+    block) tiles it computes whole, computes masked (on the diagonal) and
+    skips, drawn from the bounds, with the kernel's own counts beside."""
+    n, block = int(n), int(block)
+    if n < 1 or block < 1:
+        raise ValueError(f"n and block must be positive, got n={n}, block={block}")
+    nb = -(-n // block)
+    grid = np.zeros((nb, nb), np.int8)  # 0 skipped, 1 masked, 2 whole
+    for i in range(nb):
+        last_row = min(n, (i + 1) * block) - 1
+        for j in range(nb):
+            first_key, last_key = j * block, min(n, (j + 1) * block) - 1
+            grid[i, j] = 0 if first_key > last_row else 2 if last_key <= i * block else 1
+    x = np.zeros((1, n, 8), np.float32)
+    counts = np.zeros(2, np.int64)
+    attncore.attention(x, x, x, causal=True, block_q=block, block_k=block, _block_counts=counts)
+    return {"grid": grid, "whole": int((grid == 2).sum()), "masked": int((grid == 1).sum()),
+            "skipped": int((grid == 0).sum()), "kernel_computed": int(counts[0]),
+            "kernel_masked": int(counts[1])}
+
+
+def permutation(order: list[int] | tuple[int, ...] = (5, 4, 3, 2, 1, 0),
+                language: str = "en") -> dict:
+    """The sentence with its words reordered by ``order``: self-attention
+    without positions is permutation-equivariant — the weights are the old
+    ones with rows and columns permuted, each word's output moves with it;
+    nothing is left unchanged in place."""
+    order = [int(x) for x in order]
+    if sorted(order) != list(range(6)):
+        raise ValueError(f"order must be a permutation of 0 … 5, got {order}")
+    tokens = SENTENCE.get(language)
+    if tokens is None:
+        raise ValueError(f"language must be one of {sorted(SENTENCE)}, got {language!r}")
+    Q, K = SENTENCE_Q[order], SENTENCE_K[order]
+    w = attncore.softmax(attncore.scores(SENTENCE_Q, SENTENCE_K))
+    w_perm = attncore.softmax(attncore.scores(Q, K))
+    out, out_perm = (attncore.attention(SENTENCE_Q, SENTENCE_K, SENTENCE_K),
+                     attncore.attention(Q, K, K))
+    return {"order": order, "tokens": [tokens[i] for i in order], "weights": w,
+            "weights_permuted": w_perm, "outputs": out, "outputs_permuted": out_perm,
+            "equivariant": bool(np.allclose(w_perm, w[np.ix_(order, order)], atol=1e-12)
+                                and np.allclose(out_perm, out[order], atol=1e-12)),
+            "unchanged_in_place": bool(np.allclose(w_perm, w, atol=1e-12))}
