@@ -108,17 +108,19 @@ def test_the_tour_normalizers_give_no_nan_warning_for_any_shift():
     assert all("undefined" in r["verdict"] for r in clip)
 
 
-def test_attncore_notebook_finds_the_checkouts_notebooks(capsys, monkeypatch):
+def test_attncore_notebook_finds_the_notebooks(capsys, monkeypatch, tmp_path):
     import os
 
     from attncore import cli
 
-    monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "docs" / "notebooks").mkdir(parents=True)
+    (tmp_path / "docs" / "notebooks" / "01-x.ipynb").write_text("{}")
+    monkeypatch.chdir(tmp_path)  # a checkout: docs/notebooks under the current folder
     assert cli.main(["notebook", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "-m jupyterlab" in out and out.strip().endswith(os.path.join("docs", "notebooks"))
-    assert cli.main(["notebook", "--dir", "/nonexistent", "--dry-run"]) == 2
-
+    assert cli.main(["notebook", "--dir", str(tmp_path / "docs" / "notebooks"), "--dry-run"]) == 0
+    assert cli.main(["notebook", "--dir", str(tmp_path / "nowhere"), "--dry-run"]) == 2
 
 @pytest.mark.parametrize("query", range(6))
 def test_causal_row_is_the_kernels(query):
@@ -146,3 +148,51 @@ def test_permutation_is_equivariant_not_invariant(order):
     assert r["unchanged_in_place"] == (list(order) == list(range(6)))
     with pytest.raises(ValueError, match="permutation"):
         live.permutation([0, 0, 1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("i, j", [(2, 1), (0, 3), (3, 0)])
+def test_trace_follows_the_kernels(i, j):
+    r = live.trace(i, j)
+    np.testing.assert_allclose(r["contributions"].sum(0), r["output"], rtol=1e-12)
+    assert r["steps"]["weight of (i, j)"] == pytest.approx(r["weights"][j])
+    assert r["steps"]["dot product"] == pytest.approx(r["products"].sum())
+    from attncore.teach.formula import _TRACE_K, _TRACE_V
+
+    q = np.arange(12.0).reshape(4, 3) / 10  # edited entries
+    edited = live.trace(i, j, q=q)
+    want = attncore.reference.attention(q, np.asarray(_TRACE_K), np.asarray(_TRACE_V))[i]
+    np.testing.assert_allclose(edited["output"], want, rtol=1e-12)
+    with pytest.raises(ValueError, match="outside"):
+        live.trace(4, 0)
+
+
+def test_memory_counts_and_measures():
+    r = live.memory(8192, heads=32, d_head=128, bytes_per_value=2, measure_n=1024)
+    assert r["scores_bytes"] == 8192 ** 2 * 32 * 2
+    assert r["kv_cache_bytes"] == 2 * 8192 * 32 * 128 * 2
+    assert r["scores_bytes"] / r["kv_cache_bytes"] == pytest.approx(r["ratio"]) == 32
+    assert r["measured"]["naive"] > 1024 * 1024 * 4 > r["measured"]["flash"] > 0
+    with pytest.raises(ValueError):
+        live.memory(0)
+
+
+@pytest.mark.parametrize("h, kv, kind", [(4, 4, "MHA"), (4, 2, "GQA"), (4, 1, "MQA")])
+def test_heads_maps_and_ledger(h, kv, kind):
+    r = live.heads(h, kv, d_model=16)
+    assert r["kind"] == kind and r["weights"].shape == (h, 6, 6)
+    np.testing.assert_allclose(r["weights"].sum(-1), 1, rtol=1e-12)
+    d = 16 // h
+    assert r["ledger"] == {"W_Q": 16 * h * d, "W_K": 16 * kv * d, "W_V": 16 * kv * d,
+                           "W_O": h * d * 16, "total": 2 * 16 * h * d + 2 * 16 * kv * d}
+    assert r["kv_cache_values_per_token"] == 2 * kv * d
+    with pytest.raises(ValueError):
+        live.heads(4, 3)
+
+
+def test_regimes_places_prefill_and_decode():
+    r = live.regimes(512, 4096, heads=2, d=64)
+    rows = {row["regime"]: row for row in r["rows"]}
+    ridge = r["facts"]["ridge_flop_per_byte"]
+    assert rows["prefill"]["intensity"] > ridge > rows["decode"]["intensity"]
+    assert rows["prefill"]["bound"] == "compute" and rows["decode"]["bound"] == "bandwidth"
+    assert all(row["gflops"] > 0 for row in r["rows"])

@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LEFT_OUT = ["test_bench_smoke.py", "test_teach.py", "test_tour.py", "test_cli_and_build.py",
-            "test_sanitizers.py"]
+            "test_sanitizers.py", "test_notebooks.py"]  # figures, Jupyter kernels, the build
 SANITIZE_ENV = {
     "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:abort_on_error=0",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",

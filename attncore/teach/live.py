@@ -3,9 +3,16 @@ of the values a widget holds, returning plain numbers, every one computed by
 the C kernels.  The notebooks only wire widgets to them, so each can be
 called and tested without a browser.
 
-    sentence    the chapter's 6-word sentence: who looks at whom, Q edited live
-    scaling     one sample of scores at width d_k, raw or ÷√d_k, and the entropy curve
-    normalise   six scores through three normalisers, shifted by c, guarded
+    sentence       the chapter's 6-word sentence: who looks at whom, Q edited live
+    scaling        one sample of scores at width d_k, raw or ÷√d_k, and the entropy curve
+    normalise      six scores through three normalisers, shifted by c, guarded
+    trace          one cell's journey, from the products to the output row
+    causal_row     a causal row: kept and dropped exponentials, the two denominators
+    causal_blocks  the blockwise kernel's causal grid, and its own count
+    memory         the score table against the KV cache, and measured peaks
+    heads          MHA → GQA → MQA: per-head maps and the parameter ledger
+    permutation    reordering the words permutes the weights (equivariance)
+    regimes        a prefill and a decode step on this machine's roofline
 """
 
 from __future__ import annotations
@@ -200,3 +207,95 @@ def permutation(order: list[int] | tuple[int, ...] = (5, 4, 3, 2, 1, 0),
             "equivariant": bool(np.allclose(w_perm, w[np.ix_(order, order)], atol=1e-12)
                                 and np.allclose(out_perm, out[order], atol=1e-12)),
             "unchanged_in_place": bool(np.allclose(w_perm, w, atol=1e-12))}
+
+
+def trace(i: int = 2, j: int = 1, q=None, k=None, v=None) -> dict:
+    """Cell (i, j)'s whole journey, as :func:`attncore.teach.trace` computes it
+    on the kernels (default: its 4-token, d_k = 3 example; any Q, K, V of the
+    same shape may be given, e.g. from editable entries): the products
+    q_i,t·k_j,t, their sum, the scaled score, row i's exponentials and
+    denominator, the weight of (i, j), every key's contribution to output
+    row i, and that row from ``attncore.attention``."""
+    from attncore.teach.formula import _TRACE_K, _TRACE_Q, _TRACE_V
+    from attncore.teach.formula import trace as trace_table
+
+    q = np.asarray(_TRACE_Q if q is None else q, dtype=np.float64)
+    k = np.asarray(_TRACE_K if k is None else k, dtype=np.float64)
+    v = np.asarray(_TRACE_V if v is None else v, dtype=np.float64)
+    if q.ndim != 2 or k.shape != q.shape or v.ndim != 2 or v.shape[0] != k.shape[0]:
+        raise ValueError(f"q and k must be (n, d_k) alike and v (n, d_v), got {q.shape}, "
+                         f"{k.shape}, {v.shape}")
+    if not (0 <= i < q.shape[0] and 0 <= j < k.shape[0]):
+        raise ValueError(f"cell ({i}, {j}) is outside the {q.shape[0]}×{k.shape[0]} table")
+    steps = {r["step"]: r["value"] for r in trace_table(q, k, v, i=i, j=j).table()}
+    weights = attncore.softmax(attncore.scores(q, k))[i]
+    return {"i": i, "j": j, "steps": steps, "products": np.asarray(q[i] * k[j]),
+            "weights": weights, "contributions": weights[:, None] * v,
+            "output": attncore.attention(q, k, v)[i]}
+
+
+def memory(n: int = 8192, heads: int = 32, d_head: int = 128, bytes_per_value: int = 2,
+           measure_n: int = 2048) -> dict:
+    """One layer's memory at n tokens: the score table (n²·heads values) a
+    materialised attention needs, against the KV cache (2·n·heads·d_head
+    values) that produced it, and the curve of both for n = 512 … 131072.
+    ``measured``: the peak memory of one naive and one blockwise call (one
+    head, d = 64, float32) at ``measure_n`` tokens, counted by attncore."""
+    from attncore.bench.timing import measure
+    from attncore.teach.cost import memory as memory_table
+
+    n, heads, d_head, bpv = int(n), int(heads), int(d_head), int(bytes_per_value)
+    if min(n, heads, d_head, bpv) < 1:
+        raise ValueError("n, heads, d_head and bytes_per_value must be positive")
+    table = memory_table(heads=heads, d_head=d_head, bytes_per_value=bpv).table()
+    x = np.random.default_rng(0).standard_normal((int(measure_n), 64)).astype(np.float32)
+    measured = {method: measure(attncore.attention, x, x, x, method=method, repeat=0).peak_bytes
+                for method in ("naive", "flash")}
+    return {"n": n, "scores_bytes": n * n * heads * bpv,
+            "kv_cache_bytes": 2 * n * heads * d_head * bpv,
+            "ratio": n / (2 * d_head), "curve": [(r["n"], r["scores_bytes_layer"],
+                                                  r["kv_cache_bytes"]) for r in table],
+            "measure_n": int(measure_n), "measured": measured}
+
+
+def heads(heads: int = 4, kv_heads: int = 4, d_model: int = 16, seed: int = 0,
+          language: str = "en") -> dict:
+    """The sentence through ``heads`` query heads sharing ``kv_heads`` key/value
+    heads (MHA when equal, GQA between, MQA at 1), with fixed random projections
+    of d_model-wide word vectors (not trained): every head's 6×6 weight map
+    (``attncore.attention`` with GQA, ``return_weights``), and the ledger —
+    the parameters of W_Q, W_K, W_V, W_O and the KV cache bytes per token."""
+    heads, kv_heads, d_model = int(heads), int(kv_heads), int(d_model)
+    if heads < 1 or kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a positive multiple of kv_heads ({kv_heads})")
+    if d_model % heads:
+        raise ValueError(f"d_model ({d_model}) must be a multiple of heads ({heads})")
+    d_head = d_model // heads
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((6, d_model))
+    wq = rng.standard_normal((d_model, heads * d_head)) / math.sqrt(d_model)
+    wk = rng.standard_normal((d_model, kv_heads * d_head)) / math.sqrt(d_model)
+    wv = rng.standard_normal((d_model, kv_heads * d_head)) / math.sqrt(d_model)
+    q = (x @ wq).reshape(6, heads, d_head).transpose(1, 0, 2)  # (H, n, d_head)
+    k = (x @ wk).reshape(6, kv_heads, d_head).transpose(1, 0, 2)  # (H_kv, n, d_head)
+    v = (x @ wv).reshape(6, kv_heads, d_head).transpose(1, 0, 2)
+    out, weights = attncore.attention(q, k, v, method="naive", return_weights=True)
+    ledger = {"W_Q": d_model * heads * d_head, "W_K": d_model * kv_heads * d_head,
+              "W_V": d_model * kv_heads * d_head, "W_O": heads * d_head * d_model}
+    ledger["total"] = sum(ledger.values())
+    return {"tokens": list(SENTENCE[language]), "heads": heads, "kv_heads": kv_heads,
+            "d_head": d_head, "weights": weights, "out": out,
+            "kind": "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA",
+            "ledger": ledger, "kv_cache_values_per_token": 2 * kv_heads * d_head,
+            "kv_shared_by": heads // kv_heads}
+
+
+def regimes(n_prefill: int = 2048, m_decode: int = 16384, heads: int = 8, d: int = 128) -> dict:
+    """A prefill and a decode step measured now on this machine, placed on its
+    roofline (:func:`attncore.teach.regimes`: the FMA and read roofs measured
+    with the kernels' own instructions)."""
+    from attncore.teach.cost import regimes as regimes_table
+
+    r = regimes_table(n_prefill=int(n_prefill), m_decode=int(m_decode), heads=int(heads),
+                      d=int(d), quick=True)
+    return {"rows": r.table(), "facts": r.facts}
