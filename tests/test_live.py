@@ -192,7 +192,10 @@ def test_heads_maps_and_ledger(h, kv, kind):
 def test_regimes_places_prefill_and_decode():
     r = live.regimes(512, 4096, heads=2, d=64)
     rows = {row["regime"]: row for row in r["rows"]}
+    # the intensities are the cases' own (FLOPs over bytes); which side of the ridge
+    # each falls on depends on this build's measured roofs, so only its rule is checked
+    assert rows["prefill"]["intensity"] == 128 and rows["decode"]["intensity"] < 1
     ridge = r["facts"]["ridge_flop_per_byte"]
-    assert rows["prefill"]["intensity"] > ridge > rows["decode"]["intensity"]
-    assert rows["prefill"]["bound"] == "compute" and rows["decode"]["bound"] == "bandwidth"
-    assert all(row["gflops"] > 0 for row in r["rows"])
+    for row in r["rows"]:
+        assert row["bound"] == ("compute" if row["intensity"] > ridge else "bandwidth")
+        assert row["gflops"] > 0
