@@ -243,6 +243,22 @@ class Visibility:
         return np.asarray(self.mask, dtype=bool).reshape(shape)
 
 
+def check_key_lengths(key_lengths, batch: tuple, m: int) -> np.ndarray:
+    """key_lengths checked against the batch shape and m: int64, one per batch, flat."""
+    kl = np.asarray(key_lengths)
+    if kl.dtype.kind not in "iu":
+        raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
+    try:
+        kl = np.broadcast_to(kl, batch)
+    except ValueError:
+        raise ValueError(f"key_lengths must have the batch shape {batch}, got shape "
+                         f"{kl.shape}") from None
+    if kl.size and (kl.min() < 0 or kl.max() > m):
+        raise ValueError(f"key_lengths must lie in [0, m={m}], got values from {kl.min()} "
+                         f"to {kl.max()}")
+    return fast_layout(np.ascontiguousarray(kl, dtype=np.int64)).reshape(-1)
+
+
 def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> Visibility:
     """Check causal / window / mask / key_lengths against the problem."""
     B, H, Hkv, n, m, *_ = p.shape
@@ -253,20 +269,7 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
         if not causal:
             raise ValueError("window needs causal=True: it is the band of w keys ending at "
                              "the causal diagonal")
-    kl = None
-    if key_lengths is not None:
-        kl = np.asarray(key_lengths)
-        if kl.dtype.kind not in "iu":
-            raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
-        try:
-            kl = np.broadcast_to(kl, p.batch)
-        except ValueError:
-            raise ValueError(f"key_lengths must have the batch shape {p.batch}, got shape "
-                             f"{kl.shape}") from None
-        if kl.size and (kl.min() < 0 or kl.max() > m):
-            raise ValueError(f"key_lengths must lie in [0, m={m}], got values from {kl.min()} "
-                             f"to {kl.max()}")
-        kl = fast_layout(np.ascontiguousarray(kl, dtype=np.int64)).reshape(B)
+    kl = None if key_lengths is None else check_key_lengths(key_lengths, p.batch, m)
     if mask is None:
         return Visibility(causal, w, kl, None)
     mk = np.asarray(mask)

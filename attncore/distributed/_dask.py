@@ -16,6 +16,7 @@ from numpy.typing import DTypeLike
 
 import attncore
 from attncore.distributed import _worker as W
+from attncore._problem import check_key_lengths
 from attncore.distributed._plan import Plan, plan as make_plan
 
 
@@ -240,18 +241,7 @@ def _problem(q, k, v, *, scale, causal, window, key_lengths):
     if n == 0 or m == 0:
         raise ValueError(f"attncore.distributed needs n >= 1 and m >= 1, got n={n}, m={m}")
     batch = q.shape[:-3]
-    kl = None
-    if key_lengths is not None:
-        kl = np.asarray(key_lengths)
-        if kl.dtype.kind not in "iu":
-            raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
-        try:
-            kl = np.broadcast_to(kl, batch).reshape(-1).astype(np.int64)
-        except ValueError:
-            raise ValueError(f"key_lengths must have the batch shape {batch}, got shape "
-                             f"{np.shape(key_lengths)}") from None
-        if kl.size and (kl.min() < 0 or kl.max() > m):
-            raise ValueError(f"key_lengths must lie in [0, m={m}]")
+    kl = None if key_lengths is None else check_key_lengths(key_lengths, batch, m)
     heads = q.shape[-3] if len(q.shape) >= 3 else 1
     kv_heads = k.shape[-3] if len(k.shape) >= 3 else 1
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
