@@ -10,7 +10,9 @@
     attncore bench --distributed [--scheduler ADDRESS]
                                    attncore.distributed on a Dask cluster: scaling, bytes
                                    moved against the plan, decode steps, simulated clusters
-    attncore tour [--markdown F]   every teaching experiment: tables, figures, tutorial
+    attncore tour [--markdown F] [--markdown-zh F]
+                                   every teaching experiment: tables, figures, and the
+                                   tutorial in English and Chinese
     attncore notebook              the live notebooks in JupyterLab (widgets on the kernels)
     attncore plot FILE.json        the same figures from a saved run or from
                                    pytest-benchmark's JSON (pytest bench/ --benchmark-json)
@@ -200,9 +202,11 @@ def cmd_bench(args) -> int:
 def cmd_tour(args) -> int:
     from attncore import tour
 
-    tour.run(args.out, markdown=args.markdown, quick=args.quick)
+    tour.run(args.out, markdown=args.markdown, quick=args.quick, markdown_zh=args.markdown_zh)
     if args.markdown:
         print(f"tutorial: {args.markdown}")
+    if args.markdown_zh:
+        print(f"tutorial (Chinese): {args.markdown_zh}")
     print(f"figures: {args.out}/")
     return 0
 
@@ -298,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tour", help="every teaching experiment: tables, figures, a tutorial")
     t.add_argument("--out", default="attncore-tour", help="folder for the figures")
     t.add_argument("--markdown", metavar="FILE", help="also write the guided tutorial")
+    t.add_argument("--markdown-zh", metavar="FILE",
+                   help="also write the tutorial in Chinese (same run, same numbers)")
     t.add_argument("--quick", action="store_true", help="smaller samples and sizes")
     t.set_defaults(fn=cmd_tour)
 

@@ -80,14 +80,15 @@ def test_memory_measured_naive_holds_the_table():
 
 
 def test_trace_follows_one_cell_to_the_kernel_output():
-    res = teach.trace()
+    res = teach.trace()  # cell (3, 1): q_3 = [0.5, -1, 2], k_1 = [0, 1, 1]
     steps = {r["step"]: r["value"] for r in res.table()}
-    assert steps["dot product"] == sum(steps["products q[i,t]·k[j,t]"]) == 2.0
-    assert steps["scaled score (× 1/√3)"] == pytest.approx(2 / math.sqrt(3), abs=1e-15)
+    assert steps["dot product"] == sum(steps["products q[i,t]·k[j,t]"]) == 1.0
+    assert steps["scaled score (× 1/√3)"] == pytest.approx(1 / math.sqrt(3), abs=1e-15)
+    assert len(set(steps["row i's scores (C core)"])) == 4  # no ties in the traced row
     assert steps["denominator Σ exp"] == pytest.approx(sum(steps["exp(score − max)"]), abs=1e-15)
     w = steps["weight of (i, j)"]
     assert w == pytest.approx(steps["exp(score − max)"][1] / steps["denominator Σ exp"], abs=1e-15)
-    out = attncore.attention(teach._TRACE_Q, teach._TRACE_K, teach._TRACE_V)[2]
+    out = attncore.attention(teach._TRACE_Q, teach._TRACE_K, teach._TRACE_V)[3]
     assert np.array_equal(steps["output row i (attncore.attention)"], out)
     assert np.allclose(steps["Σ_j contributions"], out, rtol=0, atol=1e-15)
     # any arrays and any cell
@@ -113,12 +114,16 @@ def test_every_result_renders_headless_without_warnings(tmp_path):
                teach.trace(), teach.permutation(), teach.causal(n=256, d=8, heads=1),
                teach.crossover(ns=(64, 128), d=8, heads=1), teach.scorers(),
                teach.saturation(dks=(4, 16)), teach.regimes(n_prefill=256, m_decode=1024, heads=1),
-               teach.multihead(), teach.family(ns=(64, 128), d=8, heads=1, window=16)]
+               teach.multihead(), teach.family(ns=(64, 128), d=8, heads=1, window=16),
+               teach.sentence(), teach.shapes(), teach.weighted_mean(), teach.causal_row(),
+               teach.corrections(), teach.kv_sharing(heads=4, kv_heads=(4, 2, 1), d_head=8, m=64,
+                                                     d_model=32)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for res in results:
             ax = res.plot()
-            assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+            # a chart names its axes; a diagram (the trace) turns them off
+            assert ax.get_title() and ((ax.get_xlabel() and ax.get_ylabel()) or not ax.axison)
             ax.figure.savefig(tmp_path / f"{res.name}.png")
             plt.close(ax.figure)
             text = repr(res)
@@ -140,7 +145,7 @@ def test_causal_block_counts_are_the_analytic_ones(n, block):
     assert causal["blocks_skipped"] == nb * nb - nb * (nb + 1) // 2
     assert causal["cells_working"] == n * (n + 1) // 2 and causal["cells_total"] == n * n
     assert res.facts["rows_sum_to_one_max_error"] < 1e-15
-    assert np.array_equal(res.facts["mask_8x8"], np.tril(np.ones((8, 8), int)))
+    assert res.facts["weights_above_diagonal"] == 0
 
 
 def test_block_counts_under_a_window():
@@ -214,3 +219,64 @@ def test_family_counts_the_pairs_each_member_works_on():
         assert by[n, "window 32"]["pairs"] == sum(min(i + 1, 32) for i in range(n))
         assert by[n, "linear"]["pairs"] == 0
         assert all(by[n, m]["seconds"] > 0 for m in ("full", "causal", "window 32", "linear"))
+
+
+def test_the_sentence_it_looks_back_at_cat():
+    res = teach.sentence()
+    rows = {r["query"]: r for r in res.table()}
+    assert rows["it 它"]["looks at most"] == "cat 猫"
+    assert res.facts["weight_it_cat"] == pytest.approx(rows["it 它"]["cat 猫"])
+    for r in rows.values():
+        assert sum(v for k, v in r.items() if k not in ("query", "looks at most")) == \
+            pytest.approx(1, abs=1e-14)
+
+
+def test_shapes_are_the_kernels():
+    rows = teach.shapes(n=5, m=7, d_k=3, d_v=2).table()
+    assert [r["output"] for r in rows] == ["S (5, 7)", "P (5, 7)", "O (5, 2)"]
+    assert rows[0]["flops"] == 2 * 5 * 7 * 3 and rows[2]["flops"] == 2 * 5 * 7 * 2
+
+
+def test_weighted_mean_bilinear_form_rank_and_hull():
+    res = teach.weighted_mean(tokens=8, d=16, d_k=4)
+    v = {r["quantity"]: r["value"] for r in res.table()}
+    assert v["max |Q·Kᵀ − x·W_Q·W_Kᵀ·xᵀ|"] < 1e-12
+    assert v["rank of W_Q·W_Kᵀ (16×16)"] == 4
+    assert v["max |S − Sᵀ| (asymmetry)"] > 0.1
+    assert v["min weight"] > 0 and v["max |Σ_j p_ij − 1|"] < 1e-14
+    assert v["every output inside the values' range"] is True
+    assert v["parameters W_Q, W_K at d=512, d_k=64: 2·d·d_k vs d²"] == "65536 vs 262144"
+
+
+def test_causal_row_arithmetic():
+    res = teach.causal_row(query=4)
+    rows = res.table()
+    kept = [r for r in rows if r["kept"]]
+    assert len(kept) == 5 and not rows[5]["kept"] and rows[5]["weight causal"] == 0
+    assert sum(r["weight causal"] for r in rows) == pytest.approx(1, abs=1e-14)
+    f = res.facts
+    assert f["full_denominator"] == pytest.approx(f["causal_denominator"] + f["dropped_numerators"])
+    for r in kept:  # each kept weight grows by full ÷ causal denominator
+        assert r["weight causal"] == pytest.approx(
+            r["weight full"] * f["full_denominator"] / f["causal_denominator"], rel=1e-12)
+        assert r["weight causal"] == pytest.approx(r["kernel causal"], abs=1e-15)
+
+
+def test_the_corrections_numbers():
+    f = teach.corrections().facts
+    assert 0.8 < f["variance_512"] < 1.3  # ÷√512 scores have variance 1
+    assert f["weights_min"] < 0.02 and f["weights_max"] > 0.3  # not 0.098–0.102
+    assert 1.6 < f["entropy_512"] < 2.1 < f["ln10"]
+    assert f["variance_dk2_uniform"] == pytest.approx(2, rel=0.03)
+    assert math.isnan(f["naive_big"][0]) and f["safe_big"] == [1.0, 0.0, 0.0]
+    assert (f["dot_top"], f["cosine_top"]) == ("tired", "was")
+    assert f["jacobian_onehot"] < 1e-20 and f["jacobian_moderate"] > 0.1
+    assert f["reverse_unchanged"] > 0.1 and f["reverse_permuted"] < 1e-14
+
+
+def test_kv_sharing_is_mha_on_repeated_heads():
+    rows = teach.kv_sharing(heads=8, kv_heads=(8, 2, 1), d_head=16, m=128, d_model=64).table()
+    assert [r["kind"] for r in rows] == ["MHA", "GQA", "MQA"]
+    assert [r["kv_cache_bytes_per_token"] for r in rows] == [2 * kv * 16 * 4 for kv in (8, 2, 1)]
+    assert all(r["max_diff_vs_repeated"] < 1e-6 for r in rows)
+    assert rows[0]["speedup_vs_mha"] == 1.0

@@ -1,43 +1,144 @@
-"""attncore tour: it runs, and the committed tutorial's deterministic tables are
-what the code produces now."""
+"""attncore tour: it runs, writes the tutorial in English and Chinese from one
+run, its figures are large enough for a slide, and the committed tutorials'
+deterministic tables are what the code produces now."""
 
 import os
+import struct
 import warnings
 
 import pytest
 
 from attncore import cli, teach, tour
+from attncore.teach.result import Result
 
-TUTORIAL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
-                        "tutorial.md")
-
-
-@pytest.mark.parametrize("name,kwargs", [(name, full) for name, full, _, det, _ in
-                                         tour.EXPERIMENTS if det])
-def test_tutorial_tables_match_the_code(name, kwargs):
-    with open(TUTORIAL) as f:
-        text = f.read()
-    table = tour.markdown_table(getattr(teach, name)(**kwargs))
-    assert table in text, f"docs/tutorial.md is stale for {name}: rerun `attncore tour`"
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+TUTORIALS = {"en": os.path.join(DOCS, "tutorial.md"), "zh": os.path.join(DOCS, "tutorial.zh.md")}
 
 
-def test_tour_quick_writes_tables_figures_and_tutorial(tmp_path, capsys):
-    md = tmp_path / "tutorial.md"
+def _png_size_and_dpi(path):
+    """(width, height, dots per inch) from a PNG's IHDR and pHYs chunks."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    width, height = struct.unpack(">II", data[16:24])
+    at = data.find(b"pHYs")
+    dpi = None
+    if at > 0:
+        ppu_x, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+        dpi = ppu_x * 0.0254 if unit == 1 else None
+    return width, height, dpi
+
+
+def _read(lang):
+    with open(TUTORIALS[lang], encoding="utf-8") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("lang", tour.LANGUAGES)
+@pytest.mark.parametrize("sec", [s for s in tour.SECTIONS if s.deterministic], ids=lambda s: s.name)
+def test_tutorial_tables_match_the_code(sec, lang):
+    res = getattr(teach, sec.name)(**sec.full)
+    text = _read(lang)
+    assert tour.markdown_table(res) in text, (
+        f"docs/tutorial{'' if lang == 'en' else '.zh'}.md is stale for {sec.name}: rerun "
+        "`attncore tour --markdown docs/tutorial.md --markdown-zh docs/tutorial.zh.md --out docs/tour`")
+    if sec.found:  # the sentences quoting a deterministic run's numbers are today's too
+        assert sec.found(res, lang) in text
+
+
+@pytest.mark.parametrize("lang", tour.LANGUAGES)
+def test_tutorial_prose_is_the_generators(lang):
+    text = _read(lang)
+    assert text.startswith(tour.TUTORIAL_HEAD[lang])
+    for sec in tour.SECTIONS:
+        assert f"## {sec.title[lang]}\n\n{sec.prose[lang]}" in text
+        assert f"![{sec.name}](tour/{sec.name}.png)" in text
+    if lang == "zh":  # translated, not copied: every heading carries Chinese
+        for sec in tour.SECTIONS:
+            assert any("\u4e00" <= ch <= "\u9fff" for ch in sec.title["zh"]), sec.name
+            assert sec.prose["zh"] != sec.prose["en"]
+
+
+def test_both_tutorials_quote_the_same_run():
+    en, zh = _read("en"), _read("zh")
+    for sec in tour.SECTIONS:  # the same tables, measured ones included, in both
+        start = en.index(f"attncore.teach.{sec.name}(")
+        table = en[en.index("\n|", start) + 1:en.index("\n\n", en.index("\n|", start))]
+        assert table in zh, sec.name
+
+
+def test_committed_figures_are_large_enough_for_a_slide():
+    for sec in tour.SECTIONS:
+        width, _, dpi = _png_size_and_dpi(os.path.join(DOCS, "tour", f"{sec.name}.png"))
+        assert width >= 1200, (sec.name, width)
+        assert dpi is not None and dpi >= 150, (sec.name, dpi)
+
+
+def test_tour_quick_writes_tables_figures_and_both_tutorials(tmp_path, capsys):
+    md, md_zh = tmp_path / "tutorial.md", tmp_path / "tutorial.zh.md"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cli.main(["tour", "--quick", "--out", str(tmp_path / "figs"),
-                         "--markdown", str(md)]) == 0
+                         "--markdown", str(md), "--markdown-zh", str(md_zh)]) == 0
     out = capsys.readouterr().out
-    text = md.read_text()
-    for name, *_ in tour.EXPERIMENTS:
-        assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 5_000
-        assert f"attncore.teach.{name}(" in text and f"figs/{name}.png" in text
-        assert out.count(f"{name}:") >= 1
+    text, text_zh = md.read_text(), md_zh.read_text(encoding="utf-8")
+    for sec in tour.SECTIONS:
+        width, _, dpi = _png_size_and_dpi(tmp_path / "figs" / f"{sec.name}.png")
+        assert width >= 1200 and dpi >= 150, (sec.name, width, dpi)
+        for t, lang in ((text, "en"), (text_zh, "zh")):
+            assert f"attncore.teach.{sec.name}(" in t and f"figs/{sec.name}.png" in t
+            assert f"## {sec.title[lang]}" in t
+        assert out.count(f"{sec.name}:") >= 1
 
 
-def test_tutorial_prose_is_the_generators():
-    with open(TUTORIAL) as f:
-        text = f.read()
-    assert text.startswith(tour.TUTORIAL_HEAD)
-    for _, _, _, _, prose in tour.EXPERIMENTS:
-        assert prose in text
+def _crossover(ratios):
+    rows = [{"n": n, "naive_seconds": r, "flash_seconds": 1.0, "naive_peak_bytes": 4 * n * n,
+             "flash_peak_bytes": 64 * n, "naive_over_flash": r} for n, r in ratios]
+    return Result("crossover", "t", rows)
+
+
+@pytest.mark.parametrize("lang", tour.LANGUAGES)
+def test_the_crossover_narrative_states_what_the_table_shows(lang):
+    crossover = next(s for s in tour.SECTIONS if s.name == "crossover")
+    never = crossover.found(_crossover([(64, 2.05), (256, 1.15), (1024, 0.996), (4096, 1.42)]),
+                            lang)
+    sometimes = crossover.found(_crossover([(64, 0.5), (256, 0.9), (1024, 1.3)]), lang)
+    if lang == "en":
+        assert "clearly faster (ratio below 0.95) at no n" in never
+        assert "about even (0.95–1.05) at n = 1024" in never
+        assert "0.996 " not in never and "1.00 (n = 1024) to 2.05 (n = 64)" in never
+        assert "at n = 64, 256" in sometimes and "cheap enough to win" in sometimes
+    else:
+        assert "没有哪个 n 上朴素版明显更快" in never and "打平（0.95–1.05）的 n：1024" in never
+        assert "n：64, 256" in sometimes and "足以胜出" in sometimes
+
+
+def test_the_family_narrative_is_the_measured_ratios():
+    rows = [{"n": n, "member": m, "pairs": 0, "seconds": s}
+            for n, m, s in ((256, "full", 1.0), (256, "linear", 2.0),
+                            (1024, "full", 16.0), (1024, "linear", 8.0))]
+    family = next(s for s in tour.SECTIONS if s.name == "family")
+    text = family.found(Result("family", "t", rows), "en")
+    assert "linear: 0.50× full's time, 4.0× slower from n = 256 to 1024" in text
+    assert "full: 1.00× full's time, 16.0× slower" in text
+
+
+def test_chinese_labels_render_with_a_cjk_font(tmp_path):
+    from attncore.teach import live
+
+    if live.cjk_font() is None:
+        pytest.skip("no CJK font installed (tools/install-cjk-font.sh installs one); "
+                    "the figures then label the words in English")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing glyph is a UserWarning
+        for res in (teach.sentence(), teach.causal_row()):
+            ax = res.plot()
+            labels = [t.get_text() for t in ax.get_xticklabels()]
+            assert "cat\n猫" in labels and "it\n它" in labels
+            ax.figure.savefig(tmp_path / f"{res.name}.png", dpi=100)
+            plt.close(ax.figure)

@@ -57,7 +57,7 @@ def memory(ns=(512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072), heads=
                 if pts:
                     ax.loglog(*zip(*pts), mk + ":", label=f"measured peak, {method} (1 head)")
         ax.set(xlabel="n (tokens)", ylabel="bytes")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
 
     return Result("memory", "why n²: the score table outgrows the KV cache", rows,
                   {"heads": heads, "d_head": d_head, "bytes_per_value": bytes_per_value}, draw)
@@ -91,15 +91,30 @@ def causal(n=2048, d=64, heads=4, block=128, seed=0):
                      "blocks_skipped": nb * nb - computed // heads, "blocks_total": nb * nb,
                      "seconds": seconds})
     facts = {"rows_sum_to_one_max_error": float(np.abs(weights.sum(-1) - 1).max()),
-             "mask_8x8": (weights > 0).astype(int),
+             "weights_above_diagonal": int((np.triu(weights, 1) != 0).sum()),
              "time_ratio_full_over_causal": rows[0]["seconds"] / rows[1]["seconds"]}
 
     def draw(ax):
-        ax.imshow(weights, cmap="viridis")
-        ax.set(xlabel="key j", ylabel="query i")
+        from matplotlib.colors import ListedColormap
+        from matplotlib.patches import Patch
+
+        from attncore.teach.live import causal_blocks
+
+        grid = causal_blocks(n, block)["grid"]
+        colours = ["0.92", "C1", "C0"]  # skipped, masked (diagonal), whole
+        ax.imshow(grid, cmap=ListedColormap(colours), vmin=0, vmax=2)
+        ax.set_xticks(np.arange(-0.5, nb), [], minor=True)
+        ax.set_yticks(np.arange(-0.5, nb), [], minor=True)
+        ax.grid(which="minor", color="white", lw=1)
+        ax.tick_params(which="minor", length=0)
+        labels = [f"whole: {int((grid == 2).sum())}", f"masked (diagonal): {int((grid == 1).sum())}",
+                  f"skipped: {int((grid == 0).sum())}"]
+        ax.legend(handles=[Patch(color=c, label=t) for c, t in zip(colours[::-1], labels)],
+                  loc="upper right", fontsize=9)
+        ax.set(xlabel=f"key block ({block} keys each)", ylabel=f"query block ({block} rows each)")
 
     return Result("causal", f"the causal mask: {rows[1]['blocks_skipped']} of {nb * nb} blocks "
-                  f"skipped at n={n}", rows, facts, draw)
+                  f"skipped at n={n}", rows, facts, draw, figsize=(7.5, 7.5))
 
 
 # ---- where the materialised table wins and loses ----------------------------------
@@ -125,10 +140,22 @@ def crossover(ns=(64, 128, 256, 512, 1024, 2048, 4096), d=64, heads=4, seed=0):
 
     def draw(ax):
         n = [r["n"] for r in rows]
-        ax.loglog(n, [r["naive_seconds"] for r in rows], "s-", label="naive (materialised)")
-        ax.loglog(n, [r["flash_seconds"] for r in rows], "o-", label="blockwise")
-        ax.set(xlabel="n", ylabel="seconds")
-        ax.legend(fontsize=8)
+        ax.semilogx(n, [r["naive_over_flash"] for r in rows], "o-", color="C3",
+                    label="naive time ÷ blockwise time")
+        ax.axhline(1, color="k", lw=1, ls="--", label="equal time")
+        ax.set_xticks(n, [str(t) for t in n])
+        ax.minorticks_off()
+        ax.set(xlabel="n", ylabel="naive time ÷ blockwise time (> 1: blockwise faster)")
+        mem = ax.twinx()
+        mem.plot(n, [r["naive_peak_bytes"] for r in rows], "s:", color="C0",
+                 label="peak bytes, naive")
+        mem.plot(n, [r["flash_peak_bytes"] for r in rows], "^:", color="C2",
+                 label="peak bytes, blockwise")
+        mem.set_yscale("log")
+        mem.set_ylabel("peak bytes (dotted)")
+        lines = ax.get_legend_handles_labels()
+        more = mem.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=9, loc="upper left")
 
     return Result("crossover", "naive vs blockwise on this machine", rows,
                   {"heads": heads, "d": d}, draw)
@@ -164,7 +191,7 @@ def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True):
         for r in rows:
             ax.scatter([r["intensity"]], [r["gflops"]], s=60, label=f"{r['regime']} (measured)")
         ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="GFLOP/s")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
 
     return Result("regimes", "prefill is compute-bound, decode bandwidth-bound", rows,
                   {"fma_gflops": roofs["fma_gflops"], "read_gbs": roofs["read_gbs"],
@@ -197,8 +224,53 @@ def family(ns=(256, 512, 1024, 2048, 4096), d=64, heads=4, window=256, seed=0):
         for name in dict.fromkeys(r["member"] for r in rows):
             pts = [(r["n"], r["seconds"]) for r in rows if r["member"] == name]
             ax.loglog(*zip(*pts), "o-", label=name)
-        ax.set(xlabel="n", ylabel="seconds")
-        ax.legend(fontsize=8)
+        ax.set_xticks(list(ns), [str(t) for t in ns])
+        ax.minorticks_off()
+        ax.set(xlabel="n", ylabel="seconds (best of 3)")
+        ax.legend(fontsize=9)
 
     return Result("family", "the attention family: what each member costs as n grows", rows,
                   {"d": d, "heads": heads, "window": window}, draw)
+
+
+# ---- sharing keys and values: MHA, GQA, MQA -----------------------------------------
+
+
+def kv_sharing(heads=32, kv_heads=(32, 8, 4, 1), d_head=128, m=8192, d_model=4096, seed=0):
+    """Query heads sharing key/value heads (k and v with fewer heads than q in
+    :func:`attncore.attention`; ``kv_heads`` in :func:`attncore.multi_head_attention`):
+    MHA when every query head has its own, GQA when groups share one, MQA when
+    all share a single one.  Per layer: the parameters of W_K and W_V, the KV
+    cache bytes per token (float32), one decode step over ``m`` cached keys
+    measured now, and the output checked against MHA on the shared heads
+    repeated (``np.repeat``), which is what sharing means."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((heads, 1, d_head)).astype(np.float32)
+    rows = []
+    for kv in kv_heads:
+        k = rng.standard_normal((kv, m, d_head)).astype(np.float32)
+        v = rng.standard_normal((kv, m, d_head)).astype(np.float32)
+        out = attncore.attention(q, k, v)
+        group = heads // kv
+        ref = attncore.attention(q, np.repeat(k, group, axis=0), np.repeat(v, group, axis=0))
+        rows.append({"kind": "MHA" if kv == heads else "MQA" if kv == 1 else "GQA",
+                     "kv_heads": kv, "query_heads_per_kv_head": group,
+                     "W_K_W_V_params": 2 * d_model * kv * d_head,
+                     "kv_cache_bytes_per_token": 2 * kv * d_head * 4,
+                     "decode_seconds": _best_time(lambda: attncore.attention(q, k, v)),
+                     "max_diff_vs_repeated": float(np.abs(out - ref).max())})
+    for r in rows:
+        r["speedup_vs_mha"] = rows[0]["decode_seconds"] / r["decode_seconds"]
+
+    def draw(ax):
+        x = np.arange(len(rows))
+        ax.bar(x - 0.2, [r["kv_cache_bytes_per_token"] / rows[0]["kv_cache_bytes_per_token"]
+                         for r in rows], 0.4, label="KV cache per token (÷ MHA)")
+        ax.bar(x + 0.2, [r["decode_seconds"] / rows[0]["decode_seconds"] for r in rows], 0.4,
+               label="decode step time, measured (÷ MHA)")
+        ax.set_xticks(x, [f"{r['kind']}\n{heads}/{r['kv_heads']}" for r in rows])
+        ax.set(xlabel="query heads / key-value heads", ylabel="relative to MHA")
+        ax.legend(fontsize=9)
+
+    return Result("kv_sharing", f"MHA → GQA → MQA: {heads} query heads, fewer key/value heads",
+                  rows, {"heads": heads, "d_head": d_head, "m": m, "d_model": d_model}, draw)

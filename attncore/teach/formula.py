@@ -119,7 +119,7 @@ _TRACE_K = [[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [-1.0, 0.5, 0.5]]
 _TRACE_V = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]]
 
 
-def trace(q=None, k=None, v=None, i=2, j=1):
+def trace(q=None, k=None, v=None, i=3, j=1):
     """One cell's whole journey: the products q_i,t·k_j,t, their sum, the scaled
     score, the row's exponentials and denominator, the weight of (i, j), its
     contribution to output row i, and that row as :func:`attncore.attention`
@@ -150,14 +150,37 @@ def trace(q=None, k=None, v=None, i=2, j=1):
     rows = [{"step": name, "value": val} for name, val in steps]
 
     def draw(ax):
-        ax.bar(np.arange(len(weights)), weights, color=["C1" if t == j else "C0"
-                                                        for t in range(len(weights))])
-        ax.set(xlabel="key position", ylabel=f"weight of row {i}")
+        def vec(x):
+            return "[" + ", ".join(f"{t:.3g}" for t in np.atleast_1d(x)) + "]"
 
-    return Result("trace", f"the journey of cell ({i}, {j})", rows,
+        boxes = [
+            (f"q_{i} = {vec(q[i])}\nk_{j} = {vec(k[j])}", "the query row and the key row"),
+            (f"products {vec(products)}", f"q_{i},t · k_{j},t for t = 0 … {dk - 1}"),
+            (f"dot = {products.sum():.4g}", "their sum"),
+            (f"score = {products.sum() * scale:.4g}", f"× 1/√{dk}"),
+            (f"row {i}: scores {vec(row_scores)}", "every key, by attncore.scores"),
+            (f"exp(score − max) {vec(exps)}", f"denominator Σ = {exps.sum():.4g}"),
+            (f"weight p_{i}{j} = {weights[j]:.4g}", f"exp / Σ; the row: {vec(weights)}"),
+            (f"p_{i}{j}·v_{j} = {vec(contributions[j])}", f"v_{j} = {vec(v[j])}"),
+            (f"output row {i} = Σ_j p_{i}j·v_j = {vec(contributions.sum(0))}",
+             f"attncore.attention: {vec(out[i])}"),
+        ]
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, len(boxes))
+        for t, (main, side) in enumerate(boxes):
+            y = len(boxes) - t - 0.5
+            ax.text(0.03, y, main, ha="left", va="center", fontsize=10, family="monospace",
+                    bbox={"boxstyle": "round", "fc": "C1" if t == 6 else "C0", "alpha": 0.2})
+            ax.text(0.97, y, side, ha="right", va="center", fontsize=9, color="0.3")
+            if t:
+                ax.annotate("", xy=(0.015, y + 0.2), xytext=(0.015, y + 0.8),
+                            arrowprops={"arrowstyle": "->", "color": "0.4"})
+        ax.axis("off")
+
+    return Result("trace", f"the journey of cell ({i}, {j}), from products to output row {i}", rows,
                   {"i": i, "j": j, "weight": float(weights[j]),
                    "max_abs_diff_sum_vs_output": float(np.abs(contributions.sum(0) - out[i]).max())},
-                  draw)
+                  draw, figsize=(10, 7.5))
 
 
 # ---- no positions, no order -----------------------------------------------------
@@ -174,7 +197,11 @@ def permutation(n=8, d=16, seed=0):
     rows = [{"position": t, "max_abs_diff": float(diff[t])} for t in range(n)]
 
     def draw(ax):
-        ax.imshow(np.concatenate([out, out_rev[::-1]], axis=1), aspect="auto", cmap="RdBu")
+        both = np.concatenate([out, out_rev[::-1]], axis=1)
+        lim = float(np.abs(both).max())
+        im = ax.imshow(both, aspect="auto", cmap="RdBu", vmin=-lim, vmax=lim)
+        ax.figure.colorbar(im, ax=ax, label="output value")
+        ax.axvline(d - 0.5, color="k", lw=2)
         ax.set(xlabel=f"output features: original | reversed-then-flipped back (d={d} each)",
                ylabel="token")
 
@@ -211,6 +238,8 @@ def scorers(d=16, lengths=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), seed=0):
         x = [r["length"] for r in rows]
         for name in ("dot", "cosine", "additive"):
             ax.semilogx(x, [r[f"max_weight_{name}"] for r in rows], "o-", label=name)
+        ax.set_xticks(x, [f"{t:g}" for t in x])
+        ax.minorticks_off()
         ax.set(xlabel="length of q and k (× the original)", ylabel="largest softmax weight")
         ax.legend(fontsize=8)
 
@@ -289,8 +318,19 @@ def multihead(tokens=6, heads=4, d_model=16, seed=0):
              "distinct_maps": len({w.tobytes() for w in weights})}
 
     def draw(ax):
-        ax.imshow(np.concatenate(list(weights), axis=1), cmap="viridis")
-        ax.set(xlabel=f"key (heads side by side, {tokens} each)", ylabel="query token")
+        im = ax.imshow(np.concatenate(list(weights), axis=1), cmap="viridis", vmin=0)
+        ax.figure.colorbar(im, ax=ax, label="weight", fraction=0.02, pad=0.02)
+        for h in range(1, heads):
+            ax.axvline(h * tokens - 0.5, color="white", lw=3)
+        ax.set_xticks(range(heads * tokens), [f"t{t}" for _ in range(heads) for t in range(tokens)],
+                      fontsize=8)
+        ax.set_yticks(range(tokens), [f"t{t}" for t in range(tokens)])
+        top = ax.secondary_xaxis("top")
+        top.set_xticks([h * tokens + (tokens - 1) / 2 for h in range(heads)],
+                       [f"head {h}" for h in range(heads)])
+        top.tick_params(length=0)
+        ax.set(xlabel=f"key token, per head ({heads} heads × {tokens} tokens)",
+               ylabel="query token")
 
     return Result("multihead", f"{heads} heads, {heads} different maps of the same tokens",
-                  rows, facts, draw)
+                  rows, facts, draw, figsize=(12, 4.8))

@@ -139,7 +139,17 @@ def cjk_font() -> str | None:
     from matplotlib import font_manager
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
-    return next((name for name in _CJK_FAMILIES if name in installed), None)
+    found = next((name for name in _CJK_FAMILIES if name in installed), None)
+    if found is None:  # installed after matplotlib cached its font list: add the files
+        for path in font_manager.findSystemFonts():
+            if any(tag in path for tag in ("CJK", "wqy", "WenQuanYi", "SourceHan", "uming")):
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):
+                    continue
+        installed = {f.name for f in font_manager.fontManager.ttflist}
+        found = next((name for name in _CJK_FAMILIES if name in installed), None)
+    return found
 
 
 def causal_row(query: int = 4, language: str = "en") -> dict:

@@ -28,6 +28,7 @@ class Result:
     rows: list[dict]
     facts: dict = field(default_factory=dict)
     draw: Callable | None = field(default=None, repr=False)
+    figsize: tuple = field(default=(9.6, 5.4), repr=False)
 
     def table(self) -> list[dict]:
         return [{k: _plain(v) for k, v in r.items()} for r in self.rows]
@@ -39,7 +40,7 @@ class Result:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
 
-            _, ax = plt.subplots(figsize=(7, 4.2))
+            _, ax = plt.subplots(figsize=self.figsize)
         self.draw(ax)
         ax.set_title(self.title)
         return ax
