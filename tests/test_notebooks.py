@@ -43,3 +43,31 @@ def test_runs_top_to_bottom(path, tmp_path):
     widgets = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     assert widgets, "no widget was displayed"
+
+
+def test_an_executed_notebook_is_drawn_with_its_widgets(tmp_path):
+    """tools/notebook_screenshot.py: 01-sentence executed with its widget state
+    stored, exported to HTML with that state embedded, and drawn in headless
+    Chromium from the state alone — sliders, buttons and the figure inside its
+    Output widget — with no error output."""
+    import shutil
+    import subprocess
+    import sys
+
+    for name in ("nbclient", "nbconvert", "jupyterlab", "ipywidgets", "playwright"):
+        pytest.importorskip(name, reason=f"{name} is in the notebook/screenshot extras")
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("no chromium (tools/install-docs-tools.sh installs Debian's)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out, html = tmp_path / "shot.png", tmp_path / "nb.html"
+    run = subprocess.run([sys.executable, os.path.join(root, "tools", "notebook_screenshot.py"),
+                          "--out", str(out), "--html", str(html)],
+                         capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "widget models embedded" in run.stdout and "0 errors" in run.stdout
+    text = html.read_text(encoding="utf-8")
+    assert 'type="application/vnd.jupyter.widget-state+json"' in text
+    with open(out, "rb") as f:
+        head = f.read(24)
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert head[:4] == b"\x89PNG" and width >= 800 and height >= 800

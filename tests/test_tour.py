@@ -127,7 +127,7 @@ def test_chinese_labels_render_with_a_cjk_font(tmp_path):
     from attncore.teach import live
 
     if live.cjk_font() is None:
-        pytest.skip("no CJK font installed (tools/install-cjk-font.sh installs one); "
+        pytest.skip("no CJK font installed (tools/install-docs-tools.sh installs one); "
                     "the figures then label the words in English")
     import matplotlib
 

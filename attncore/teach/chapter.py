@@ -16,7 +16,7 @@ from attncore.teach.result import Result, _entropy
 
 def _cjk_labels():
     """A CJK font family matplotlib can draw Chinese with (installed by
-    ``tools/install-cjk-font.sh``), or None: then labels stay English."""
+    ``tools/install-docs-tools.sh``), or None: then labels stay English."""
     return live.cjk_font()
 
 
