@@ -48,14 +48,18 @@ def memory(ns=(512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072), heads=
 
     def draw(ax):
         n = [r["n"] for r in rows]
-        ax.loglog(n, [r["scores_bytes_layer"] for r in rows], "o-", label="score table, one layer")
-        ax.loglog(n, [r["kv_cache_bytes"] for r in rows], "s-", label="KV cache, one layer")
+        setup = f"{heads} heads, d_head = {d_head}, {bytes_per_value} B a value"
+        ax.loglog(n, [r["scores_bytes_layer"] for r in rows], "o-",
+                  label=f"score table, one layer ({setup})")
+        ax.loglog(n, [r["kv_cache_bytes"] for r in rows], "s-", label=f"KV cache, one layer ({setup})")
         if measured:
             for method, mk in (("naive", "^"), ("flash", "v")):
                 pts = [(r["n"], r[f"measured_{method}_bytes"]) for r in rows
                        if r[f"measured_{method}_bytes"] is not None]
                 if pts:
-                    ax.loglog(*zip(*pts), mk + ":", label=f"measured peak, {method} (1 head)")
+                    name = "blockwise" if method == "flash" else method
+                    ax.loglog(*zip(*pts), mk + ":",
+                              label=f"measured peak, {name} (1 head, d = 64, float32)")
         ax.set(xlabel="n (tokens)", ylabel="bytes")
         ax.legend(fontsize=9)
 

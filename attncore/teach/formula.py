@@ -106,7 +106,7 @@ def normalizers(scores=(2.0, 0.5, -1.0, 1.5, -0.5, 0.8), shift=10.0):
                    label=f"{r['method']}{' +shift' if r['shifted'] else ''}")
         ax.set(xlabel="position", ylabel="weight")
         ax.axhline(0, color="k", lw=0.8)
-        ax.legend(fontsize=6, ncol=2)
+        ax.legend(fontsize=8, ncol=3)
 
     return Result("normalizers", f"why softmax: three normalisers, before and after a +{shift} shift",
                   rows, {"scores": list(s), "shift": shift}, draw)
