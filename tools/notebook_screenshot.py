@@ -27,6 +27,7 @@ with the paths printed, else a message saying what is missing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
                     or "")
     args = ap.parse_args(argv)
     missing = [name for name in ("nbclient", "nbconvert", "jupyterlab", "playwright")
-               if __import__("importlib").util.find_spec(name) is None]
+               if importlib.util.find_spec(name) is None]
     if missing:
         print(f"missing: {', '.join(missing)} (pip install \".[notebook,screenshot]\")")
         return 2

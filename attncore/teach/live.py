@@ -219,7 +219,7 @@ def permutation(order: list[int] | tuple[int, ...] = (5, 4, 3, 2, 1, 0),
             "unchanged_in_place": bool(np.allclose(w_perm, w, atol=1e-12))}
 
 
-def trace(i: int = 2, j: int = 1, q=None, k=None, v=None) -> dict:
+def trace(i: int = 3, j: int = 1, q=None, k=None, v=None) -> dict:
     """Cell (i, j)'s whole journey, as :func:`attncore.teach.trace` computes it
     on the kernels (default: its 4-token, d_k = 3 example; any Q, K, V of the
     same shape may be given, e.g. from editable entries): the products
