@@ -191,18 +191,21 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
                            pv};
     const int team = AC_NUM_THREADS(a->num_threads);
     const int one_pass = team == 1 || B * Hkv >= 2 * (int64_t)team; /* see the top */
+    /* each phase ends in ac_team_finish, where the caller keeps polling */
+    _Atomic int arrived_prep = 0, arrived_a = 0, arrived_b = 0;
     if (failed) goto done;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
         pack_band(K, a, k, a->k_stride, dkk, bk, pk, kb0, kb1, nband, kpack, &stop);
         pack_band(K, a, v, a->v_stride, dvv, bk, pv, kb0, kb1, nband, vpack, &stop);
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(static) nowait
         for (int64_t r = 0; r < nD; r++) { /* D = rowsum(dO ∘ O) */
             real acc = 0;
             for (int64_t c = 0; c < dvv; c++) acc += dout[r * dvv + c] * o[r * dvv + c];
             D[r] = acc;
         }
+        ac_team_finish(&stop, &arrived_prep);
         real *ws = ac_ws_alloc(scratch, sizeof(real));
         if (!ws) {
             #pragma omp atomic write
@@ -211,7 +214,7 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
         const bwd_scratch w = {ws, ws ? ws + bq * bk : NULL, ws ? ws + 2 * bq * bk : NULL};
         if (one_pass) {
             /* dK, dV and dQ, one (batch, kv head) a task, its K blocks in order */
-            #pragma omp for schedule(dynamic, 1)
+            #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t bh = 0; bh < B * Hkv; bh++) {
                 for (int64_t i = 0; i < nband; i++)
                     if (ws && !ac_stop_poll(&stop))
@@ -219,15 +222,18 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
                 real *dqg = dq + bh * (H / Hkv) * n * dkk; /* the group's rows of dQ */
                 for (int64_t x = 0; x < H / Hkv * n * dkk; x++) dqg[x] *= (real)a->scale;
             }
+            ac_team_finish(&stop, &arrived_a);
         } else {
             /* pass A: dK and dV, one (batch, kv head, K block of the band) a task */
-            #pragma omp for schedule(dynamic, 1)
+            #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t t = 0; t < npack; t++)
                 if (ws && !ac_stop_poll(&stop)) dkdv_block(K, a, &plan, t, &w, dk, dv, NULL, &stop);
+            ac_team_finish(&stop, &arrived_a);
             /* pass B: dQ, one (batch, head, Q block) a task */
-            #pragma omp for schedule(dynamic, 1)
+            #pragma omp for schedule(dynamic, 1) nowait
             for (int64_t t = 0; t < B * H * nqb; t++)
                 if (ws && !ac_stop_poll(&stop)) dq_block(K, a, &plan, t, &w, dq, &stop);
+            ac_team_finish(&stop, &arrived_b);
         }
         ac_ws_free(ws, scratch, sizeof(real));
     }

@@ -60,6 +60,7 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
     int failed = 0;
     ac_stop stop;
     ac_stop_init(&stop, a);
+    _Atomic int arrived = 0; /* threads done with pass 1 (ac_team_finish) */
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
@@ -70,7 +71,7 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
         }
         decode_scratch w = {ws, ws + rows * dk, ws + rows * (dk + bk), ws + rows * (dk + bk + 1),
                             ws + rows * (dk + bk + 2)};
-        #pragma omp for schedule(dynamic, 1)
+        #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t t = 0; t < ntasks; t++) {
             if (!ws || ac_stop_poll(&stop)) continue;
             const int64_t b = t / (Hkv * nch), hk = t / nch % Hkv, c = t % nch;
@@ -104,6 +105,7 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
             online_finish(rows, w.mi, w.li, o, dv, l_out);
         }
         ac_ws_free(ws, scratch, sizeof(real));
+        ac_team_finish(&stop, &arrived);
 
         /* pass 2: the chunks of each (batch, kv head) merged into its rows,
          * which are contiguous in out: heads hk·g … hk·g+g-1, n rows each */

@@ -127,11 +127,14 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     int failed = 0;
     ac_stop stop;
     ac_stop_init(&stop, a);
+    /* threads done with the packing and V checks, and with their tasks:
+     * each phase ends in ac_team_finish, where the caller keeps polling */
+    _Atomic int arrived_prep = 0, arrived = 0;
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
         pack_band(K, a, k, a->k_stride, a->dk, bk, psize, kb0, kb1, nband, kpack, &stop);
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(static) nowait
         for (int64_t t = 0; t < npack; t++) {
             const int64_t b = t / (Hkv * nband), j0 = (kb0[b] + t % nband) * bk;
             if (j0 >= kb1[b] * bk || ac_stop_poll(&stop)) continue;
@@ -140,6 +143,7 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
             vfin[t] = (unsigned char)all_finite(vh + j0 * a->v_stride[2], cols, dv,
                                                 a->v_stride[2]);
         }
+        ac_team_finish(&stop, &arrived_prep);
         real *s = ac_ws_alloc(scratch, sizeof(real));
         if (!s) {
             #pragma omp atomic write
@@ -148,7 +152,7 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
         flash_scratch w = {s, s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq};
         /* dynamic: causal blocks differ in cost; the last Q blocks (the most
          * keys) are handed out first so no thread is left with them at the end */
-        #pragma omp for schedule(dynamic, 1)
+        #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t t = 0; t < ntasks; t++) {
             if (!s || ac_stop_poll(&stop)) continue;
             const int64_t hb = t / nqb, qblk = nqb - 1 - t % nqb;
@@ -175,6 +179,7 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
             }
         }
         ac_ws_free(s, scratch, sizeof(real));
+        ac_team_finish(&stop, &arrived);
     }
     ac_ws_free(kpack, packed, sizeof(real));
     ac_ws_free(vfin, npack > 0 ? npack : 1, 1);

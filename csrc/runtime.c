@@ -1,5 +1,6 @@
 /* runtime.c — choosing the micro-kernels, tile sizes and the decode path,
  * counting workspace, checking args, polling for interrupts. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,4 +261,24 @@ int ac_stop_poll(ac_stop *s) {
     if (!s->fn(s->ctx)) return 0;
     atomic_store(&s->stop, 1);
     return 1;
+}
+
+#define AC_FINISH_NAP_NS 200000 /* 0.2 ms: the cost of the wait's end, at most */
+
+void ac_team_finish(ac_stop *s, _Atomic int *arrived) {
+#ifdef _OPENMP
+    const int team = omp_get_num_threads();
+    atomic_fetch_add(arrived, 1);
+    if (omp_get_thread_num() == 0 && s->fn) {
+        const struct timespec nap = {0, AC_FINISH_NAP_NS};
+        while (atomic_load(arrived) < team) {
+            ac_stop_poll(s);
+            nanosleep(&nap, NULL);
+        }
+    }
+    #pragma omp barrier
+#else
+    (void)s;
+    (void)arrived;
+#endif
 }

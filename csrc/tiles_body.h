@@ -224,7 +224,7 @@ static inline void pack_band(const ac_kernels *K, const ac_attn_args *a, const k
                              const int64_t *kb0, const int64_t *kb1, int64_t nband, real *dst,
                              ac_stop *stop) {
     const int64_t Hkv = a->kv_heads;
-    #pragma omp for schedule(static)
+    #pragma omp for schedule(static) nowait /* the caller meets at ac_team_finish */
     for (int64_t t = 0; t < a->batch * Hkv * nband; t++) {
         const int64_t b = t / (Hkv * nband), kb = kb0[b] + t % nband;
         if (kb >= kb1[b] || ac_stop_poll(stop)) continue;
