@@ -516,12 +516,17 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _cell(v) -> str:
+    """A table cell: the value formatted, a literal | escaped (|x| is common here)."""
+    return _fmt(v).replace("|", "\\|")
+
+
 def markdown_table(result) -> str:
     """The result's table as Markdown, values to 4 significant digits."""
     rows = result.table()
     cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in rows]
+    lines = ["| " + " | ".join(_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 

@@ -142,3 +142,10 @@ def test_chinese_labels_render_with_a_cjk_font(tmp_path):
             assert "cat\n猫" in labels and "it\n它" in labels
             ax.figure.savefig(tmp_path / f"{res.name}.png", dpi=100)
             plt.close(ax.figure)
+
+
+def test_a_bar_inside_a_cell_does_not_split_the_row():
+    res = Result("x", "t", [{"quantity": "max |S − Sᵀ|", "value": 1.5}])
+    table = tour.markdown_table(res).splitlines()
+    assert table[2] == "| max \\|S − Sᵀ\\| | 1.5 |"
+    assert all(line.replace("\\|", "").count("|") == 3 for line in table)
