@@ -104,8 +104,8 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
             }
             online_finish(rows, w.mi, w.li, o, dv, l_out);
         }
-        ac_ws_free(ws, scratch, sizeof(real));
         ac_team_finish(&stop, &arrived);
+        ac_ws_free(ws, scratch, sizeof(real)); /* after the team meets: a fixed peak */
 
         /* pass 2: the chunks of each (batch, kv head) merged into its rows,
          * which are contiguous in out: heads hk·g … hk·g+g-1, n rows each */

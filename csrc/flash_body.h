@@ -178,8 +178,8 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
                 a->block_counts[1] += c.edges;
             }
         }
-        ac_ws_free(s, scratch, sizeof(real));
         ac_team_finish(&stop, &arrived);
+        ac_ws_free(s, scratch, sizeof(real)); /* after the team meets: a fixed peak */
     }
     ac_ws_free(kpack, packed, sizeof(real));
     ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
