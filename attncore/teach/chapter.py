@@ -14,12 +14,6 @@ from attncore.teach import live
 from attncore.teach.result import Result, _entropy
 
 
-def _cjk_labels():
-    """A CJK font family matplotlib can draw Chinese with (installed by
-    ``tools/install-docs-tools.sh``), or None: then labels stay English."""
-    return live.cjk_font()
-
-
 def _words(font) -> list[str]:
     en, zh = live.SENTENCE["en"], live.SENTENCE["zh"]
     return [f"{e}\n{z}" for e, z in zip(en, zh)] if font else list(en)
@@ -76,7 +70,7 @@ def sentence():
     def draw(ax):
         import matplotlib.pyplot as plt
 
-        font = _cjk_labels()
+        font = live.cjk_font()
         words = _words(font)
         heatmap(ax, w, words, words)
         _tick_font(ax, font)
@@ -229,7 +223,7 @@ def causal_row(query=4):
              "max_diff_vs_kernel": float(np.abs(r["weights"] - r["kernel_weights"]).max())}
 
     def draw(ax):
-        font = _cjk_labels()
+        font = live.cjk_font()
         x = np.arange(6)
         kept = r["kept"]
         ax.bar(x[kept], r["exps"][kept], color="C0", label="kept: exp(s − max)")
@@ -296,49 +290,49 @@ def corrections(seed=0):
     w = attncore.softmax(attncore.scores(x, x))
     w_rev = attncore.softmax(attncore.scores(x[::-1], x[::-1]))
     en = live.SENTENCE["en"]
+    f = {"weights_min": float(p.min()), "weights_max": float(p.max()),
+         "variance_512": float(s.var()), "entropy_512": float(_entropy(p).mean()),
+         "ln10": math.log(10), "variance_dk2_uniform": float(dots.var()),
+         "naive_big": [float(t) for t in naive], "safe_big": [float(t) for t in safe],
+         "dot_top": en[int(np.argmax(dot))], "cosine_top": en[int(np.argmax(cosine))],
+         "dot_was": float(dot[1]), "dot_tired": float(dot[2]),
+         "cos_was": float(cosine[1]), "cos_tired": float(cosine[2]),
+         "jacobian_onehot": float(np.abs(jac(onehot)).max()),
+         "jacobian_moderate": float(np.abs(jac(moderate)).max()),
+         "reverse_unchanged": float(np.abs(w_rev - w).max()),
+         "reverse_permuted": float(np.abs(w_rev - w[::-1, ::-1]).max())}
     rows = [
         {"claim": "512-wide example: smallest weight", "source": "0.098",
-         "attncore": float(p.min())},
+         "attncore": f["weights_min"]},
         {"claim": "512-wide example: largest weight", "source": "0.1016",
-         "attncore": float(p.max())},
+         "attncore": f["weights_max"]},
         {"claim": "512-wide example: variance of the scaled scores", "source": "(not printed)",
-         "attncore": float(s.var())},
+         "attncore": f["variance_512"]},
         {"claim": "512-wide example: mean row entropy (uniform: ln 10 = 2.303)",
-         "source": "≈ 2.30 (near-uniform)", "attncore": float(_entropy(p).mean())},
+         "source": "≈ 2.30 (near-uniform)", "attncore": f["entropy_512"]},
         {"claim": "Var(q·k) at d_k = 2, uniform components of variance 1",
-         "source": "by the central limit theorem", "attncore": float(dots.var())},
+         "source": "by the central limit theorem", "attncore": f["variance_dk2_uniform"]},
         {"claim": "exp(s) / Σ exp(s) at s = [1000, 0, −1000]", "source": "overflows",
-         "attncore": [float(t) for t in naive]},
+         "attncore": f["naive_big"]},
         {"claim": "attncore.softmax([1000, 0, −1000])", "source": "overflows",
-         "attncore": [float(t) for t in safe]},
+         "attncore": f["safe_big"]},
         {"claim": "“it” with the key of “was”: largest dot product", "source": "= cosine",
-         "attncore": en[int(np.argmax(dot))]},
+         "attncore": f["dot_top"]},
         {"claim": "“it” with the key of “was”: largest cosine", "source": "= cosine",
-         "attncore": en[int(np.argmax(cosine))]},
+         "attncore": f["cosine_top"]},
         {"claim": "max |diag(p) − p·pᵀ| at p = softmax([60, 0, 0, 0, 0, 0])",
-         "source": "one cell keeps gradient", "attncore": float(np.abs(jac(onehot)).max())},
+         "source": "one cell keeps gradient", "attncore": f["jacobian_onehot"]},
         {"claim": "max |diag(p) − p·pᵀ| at the normalisers' six scores", "source": "",
-         "attncore": float(np.abs(jac(moderate)).max())},
+         "attncore": f["jacobian_moderate"]},
         {"claim": "reversed input: max |W_rev − W|", "source": "unchanged (0)",
-         "attncore": float(np.abs(w_rev - w).max())},
+         "attncore": f["reverse_unchanged"]},
         {"claim": "reversed input: max |W_rev − W with rows and columns reversed|", "source": "",
-         "attncore": float(np.abs(w_rev - w[::-1, ::-1]).max())},
+         "attncore": f["reverse_permuted"]},
     ]
-    facts = {"weights_min": float(p.min()), "weights_max": float(p.max()),
-             "variance_512": float(s.var()), "entropy_512": float(_entropy(p).mean()),
-             "ln10": math.log(10), "variance_dk2_uniform": float(dots.var()),
-             "naive_big": [float(t) for t in naive], "safe_big": [float(t) for t in safe],
-             "dot_top": en[int(np.argmax(dot))], "cosine_top": en[int(np.argmax(cosine))],
-             "dot_was": float(dot[1]), "dot_tired": float(dot[2]),
-             "cos_was": float(cosine[1]), "cos_tired": float(cosine[2]),
-             "jacobian_onehot": float(np.abs(jac(onehot)).max()),
-             "jacobian_moderate": float(np.abs(jac(moderate)).max()),
-             "reverse_unchanged": float(np.abs(w_rev - w).max()),
-             "reverse_permuted": float(np.abs(w_rev - w[::-1, ::-1]).max())}
 
     def draw(ax):
         heatmap(ax, p[0], range(10), range(10), fmt="{:.2f}", label="weight", vmin=0)
         ax.set(xlabel="key token j", ylabel="query token i")
 
     return Result("corrections", "the article's 512-wide example, as its code really computes it",
-                  rows, facts, draw, figsize=(10, 6.6))
+                  rows, f, draw, figsize=(10, 6.6))
