@@ -4,7 +4,6 @@ the numbers run now, once, for both)."""
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Callable
