@@ -98,7 +98,7 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
                 if (!ac_vis_clear(&vis, 0, n, j0, cols))
                     mask_tile(&vis, 0, rows, n, j0, cols, w.s, bk);
                 for (int64_t r = 0; r < rows; r++) w.bmax[r] = K->OPS.rowmax(w.s + r * bk, cols);
-                online_update(K, rows, cols, w.s, bk, w.bmax, w.mi, w.li, o, dv);
+                online_update(K, rows, cols, w.s, bk, w.bmax, w.mi, w.li, o, dv, NULL);
                 pv_tile(K, &vis, 0, rows, n, j0, cols, dv, w.s, bk, vh + j0 * a->v_stride[2],
                         a->v_stride[2], o, dv, -1);
             }

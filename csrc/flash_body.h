@@ -81,8 +81,19 @@ static flash_counts flash_block(const ac_kernels *K, const ac_attn_args *a, cons
             mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
             for (int64_t r = 0; r < rows; r++) w->bmax[r] = K->OPS.rowmax(w->s + r * bk, cols);
         }
-        /* pass 2: online softmax update, row by row */
-        online_update(K, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv);
+        /* pass 2: online softmax update, row by row, while the next block's
+         * K and V are fetched */
+        const int64_t jn = j0 + bk, ncols = kv_end - jn < bk ? kv_end - jn : bk;
+        const ahead_block next = {
+            .k = (const char *)(t->kp + (jn / bk - t->kb0) * psize),
+            .k_bytes = psize * (int64_t)sizeof(real),
+            .v = (const char *)(t->v + jn * ldv),
+            .v_rows = ncols,
+            .v_row_bytes = dv * (int64_t)sizeof(kvreal),
+            .v_ld_bytes = ldv * (int64_t)sizeof(kvreal),
+        };
+        online_update(K, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
+                      jn < kv_end ? &next : NULL);
         /* pass 3: accumulate P·V */
         pv_tile(K, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv, t->out,
                 dv, t->vfin[j0 / bk - t->kb0]);
