@@ -5,8 +5,9 @@
  * runtime.c has seen the CPU support all three.  Register tiles: Q·Kᵀ 6 rows
  * × 2 vectors and P·V 6 rows × 2 vectors (12 accumulators + 2 loads + 1
  * broadcast).
- * AVX2 has no scalef, so exp builds 2^n from exponent bits, in two halves so
- * that n = 128 (x near ln FLT_MAX) does not overflow early.
+ * AVX2 has no scalef, so exp builds 2^n from exponent bits: for a softmax's
+ * vectors (every exponent small) by one add to p's exponent field, otherwise
+ * in two halves so that n = 128 (x near ln FLT_MAX) does not overflow early.
  *
  * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
  * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
@@ -82,18 +83,11 @@ static inline __m256d ldexp_bits_f64(__m256d p, __m256d n) {
         _mm256_castpd_si256(p), _mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), 52)));
 }
 
-/* p·2^n, then the lanes out of range: x > hi -> inf, x < lo -> 0, NaN -> NaN.
- * A softmax's exponents are <= 0, so nearly every vector takes the first
- * branch: p·2^n in one add, the lanes below lo (and -inf) zeroed by a mask,
- * NaN put back — the same bits as the general way below, which builds 2^n in
- * two halves so that n = 128 (x near ln FLT_MAX) does not overflow early. */
-#define AC_EXP_FINISH(suf, VT_, ps, lo, hi, fast_hi)                                          \
+/* The general finish: p·2^n, then the lanes out of range: x > hi -> inf,
+ * x < lo -> 0, NaN -> NaN.  2^n is built in two halves so that n = 128
+ * (x near ln FLT_MAX) does not overflow early. */
+#define AC_EXP_FINISH(suf, VT_, ps, lo, hi)                                                   \
     static inline VT_ exp_finish_##suf(VT_ p, VT_ n, VT_ x) {                                 \
-        if (!_mm256_movemask_##ps(_mm256_cmp_##ps(x, _mm256_set1_##ps(fast_hi), _CMP_GT_OQ))) { \
-            VT_ y = _mm256_and_##ps(ldexp_bits_##suf(p, n),                                   \
-                                    _mm256_cmp_##ps(x, _mm256_set1_##ps(lo), _CMP_GE_OQ));    \
-            return _mm256_blendv_##ps(y, x, _mm256_cmp_##ps(x, x, _CMP_UNORD_Q));             \
-        }                                                                                     \
         VT_ n1 = _mm256_floor_##ps(_mm256_mul_##ps(n, _mm256_set1_##ps(0.5)));                \
         VT_ y = _mm256_mul_##ps(_mm256_mul_##ps(p, pow2_##suf(n1)),                          \
                                 pow2_##suf(_mm256_sub_##ps(n, n1)));                          \
@@ -103,8 +97,25 @@ static inline __m256d ldexp_bits_f64(__m256d p, __m256d n) {
                                _mm256_cmp_##ps(x, _mm256_set1_##ps(lo), _CMP_LT_OQ));         \
         return _mm256_blendv_##ps(y, x, _mm256_cmp_##ps(x, x, _CMP_UNORD_Q));                 \
     }
-AC_EXP_FINISH(f32, __m256, ps, -87.33654f, 88.72283f, 87.0f)
-AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384, 708.0)
+/* The fast way, for a vector whose every lane is <= fast_hi (87 / 708): every
+ * vector of a softmax, whose exponents are <= 0.  No clamp before the
+ * reduction and p·2^n in one add; a lane below lo (or -inf) is then cleared
+ * by the mask, whatever garbage its unclamped n made, and a NaN lane, which
+ * the unordered compare keeps, is NaN already (cvt(NaN) adds 0 to p's bits).
+ * Where both apply the two ways give the same bits: below fast_hi the clamp
+ * changes nothing. */
+#define AC_EXP_FAST(suf, VT_, ps, lo, fast_hi)                                                \
+    static inline int exp_fast_ok_##suf(VT_ x) {                                              \
+        return !_mm256_movemask_##ps(_mm256_cmp_##ps(x, _mm256_set1_##ps(fast_hi), _CMP_GT_OQ)); \
+    }                                                                                         \
+    static inline VT_ exp_fast_finish_##suf(VT_ p, VT_ n, VT_ x) {                            \
+        return _mm256_and_##ps(ldexp_bits_##suf(p, n),                                        \
+                               _mm256_cmp_##ps(x, _mm256_set1_##ps(lo), _CMP_NLT_UQ));        \
+    }
+AC_EXP_FINISH(f32, __m256, ps, -87.33654f, 88.72283f)
+AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384)
+AC_EXP_FAST(f32, __m256, ps, -87.33654f, 87.0f)
+AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 
 /* ---- float32 ---- */
 #define real float
@@ -131,6 +142,8 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384, 708.0)
 #define V_ROUND(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define V_EXP_CLAMP(x) V_MIN(V_MAX((x), V_SET1(EXP_LO)), V_SET1(EXP_HI))
 #define V_EXP_FINISH exp_finish_f32
+#define V_EXP_FAST_OK exp_fast_ok_f32
+#define V_EXP_FAST_FINISH exp_fast_finish_f32
 #define EXP_LO -87.33654f
 #define EXP_HI 88.72283f
 #define LN2_HI 0.693359375f
@@ -188,6 +201,8 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384, 708.0)
 #undef VN_ANY
 #undef V_ROUND
 #undef V_EXP_FINISH
+#undef V_EXP_FAST_OK
+#undef V_EXP_FAST_FINISH
 #undef EXP_LO
 #undef EXP_HI
 #undef LN2_HI
@@ -218,6 +233,8 @@ AC_EXP_FINISH(f64, __m256d, pd, -708.3964185322641, 709.782712893384, 708.0)
 #define VN_ANY(acc) (_mm256_movemask_pd(acc) != 0)
 #define V_ROUND(x) _mm256_round_pd((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define V_EXP_FINISH exp_finish_f64
+#define V_EXP_FAST_OK exp_fast_ok_f64
+#define V_EXP_FAST_FINISH exp_fast_finish_f64
 #define EXP_LO -708.3964185322641
 #define EXP_HI 709.782712893384
 #define LN2_HI 6.93147180369123816490e-01

@@ -14,6 +14,8 @@
  *   V_ROUND(x)          round to nearest integer (as a real vector)
  *   V_EXP_FINISH(p, n, x)  p·2^n, then x > EXP_HI -> inf, x < EXP_LO -> 0, NaN -> NaN
  *   V_EXP_CLAMP(x)      what the reduction sees (a clamp where 2^n is built from bits)
+ *   V_EXP_FAST_OK(x), V_EXP_FAST_FINISH(p, n, x)   optional: a vector for which
+ *                       ok is true may skip the clamp and finish the cheap way
  *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
  *   QK_R QK_C PV_R PV_C register tile: rows × vectors of the two products
  *   kvreal, V_LOADU_KV, KV_TO_REAL   (kern_simd_kv.h) the K/V storage type,
@@ -44,14 +46,26 @@ static const double ac_inv_fact[14] = {
     1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
 #endif
 
-static inline VT FN(vexp)(VT x) {
-    VT xc = V_EXP_CLAMP(x);
-    VT n = V_ROUND(V_MUL(xc, V_SET1(LOG2E)));
-    VT r = V_FMA(n, V_SET1(-LN2_HI), xc);
-    r = V_FMA(n, V_SET1(-LN2_LO), r);
+/* e^r on the reduced range, and n: exp(x) = p·2^n */
+static inline VT FN(exp_reduced)(VT x, VT *n) {
+    *n = V_ROUND(V_MUL(x, V_SET1(LOG2E)));
+    VT r = V_FMA(*n, V_SET1(-LN2_HI), x);
+    r = V_FMA(*n, V_SET1(-LN2_LO), r);
     /* Horner on the Taylor coefficients, from the top down */
     VT p = V_SET1((real)ac_inv_fact[EXP_DEG]);
     for (int k = EXP_DEG - 1; k >= 0; k--) p = V_FMA(p, r, V_SET1((real)ac_inv_fact[k]));
+    return p;
+}
+
+static inline VT FN(vexp)(VT x) {
+    VT n, p;
+#ifdef V_EXP_FAST_OK /* the ISA has a cheaper way for the common vector */
+    if (V_EXP_FAST_OK(x)) {
+        p = FN(exp_reduced)(x, &n);
+        return V_EXP_FAST_FINISH(p, n, x);
+    }
+#endif
+    p = FN(exp_reduced)(V_EXP_CLAMP(x), &n);
     return V_EXP_FINISH(p, n, x);
 }
 
