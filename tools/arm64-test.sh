@@ -4,6 +4,7 @@
 #
 #   tools/arm64-test.sh                      the kernel tests on cortex-a72 and neoverse-n1
 #   ARM64_CPUS=neoverse-n1 tools/arm64-test.sh tests/test_exp.py -x     other cores, other tests
+#   tools/arm64-test.sh -rs                  options alone keep the default test list
 #
 # What it sets up, once, in ARM64_CACHE (default ~/.cache/attncore-arm64), and reuses after:
 #   - host packages (apt-get, as root): the aarch64 cross compiler and qemu-user;
@@ -102,8 +103,10 @@ rm -rf "$pkg"
 
 # 6. the tests, under each emulated core.  -P keeps the source tree (which has no compiled
 # module) off sys.path; the tests import the installed package.
-if [ $# -eq 0 ]; then
-    set -- tests/test_attention.py tests/test_masks.py tests/test_decode.py \
+paths=0
+for a in "$@"; do case $a in -*) ;; *) paths=1 ;; esac; done
+if [ $paths = 0 ]; then  # options alone (-x, -rs, -q) go with the default list
+    set -- "$@" tests/test_attention.py tests/test_masks.py tests/test_decode.py \
         tests/test_backward.py tests/test_float16_cache.py tests/test_merge.py \
         tests/test_linear.py tests/test_exp.py tests/test_adversarial.py tests/test_nan_policy.py
 fi
