@@ -84,7 +84,7 @@ static flash_counts flash_block(const ac_kernels *K, const ac_attn_args *a, cons
         /* pass 2: online softmax update, row by row, while the next block's
          * K and V are fetched */
         const int64_t jn = j0 + bk, ncols = kv_end - jn < bk ? kv_end - jn : bk;
-        const ahead_block next = {
+        const ac_ahead_block next = {
             .k = (const char *)(t->kp + (jn / bk - t->kb0) * psize),
             .k_bytes = psize * (int64_t)sizeof(real),
             .v = (const char *)(t->v + jn * ldv),

@@ -96,40 +96,14 @@ static inline void online_start(int64_t rows, real *mi, real *li, real *o, int64
     }
 }
 
-/* The next K/V block, to be brought toward L2 while this tile's exp pass
- * runs: the packed K panel (contiguous) and the V rows (ld apart). */
-typedef struct {
-    const char *k;
-    int64_t k_bytes;
-    const char *v;
-    int64_t v_rows, v_row_bytes, v_ld_bytes;
-} ahead_block;
-
-static inline void prefetch_bytes(const char *p, int64_t bytes) {
-    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
-    if (bytes > 0) __builtin_prefetch(p + bytes - 1, 0, 2); /* an unaligned row's last line */
-}
-
-/* Share r of `parts` of the next block's lines.  Spread over the exp pass,
- * which leaves the load ports idle, the lines arrive before the next tile
- * needs them; issued all at once they swamp the miss queue and do not
- * (tools/kernel_timing.c measured both: 72% against 66% of the FMA roof for
- * a d = 64 tile whose K and V come from L3, 73% when they are in L2). */
-static inline void prefetch_share(const ahead_block *nx, int64_t r, int64_t parts) {
-    const int64_t k0 = nx->k_bytes * r / parts / 64 * 64, k1 = nx->k_bytes * (r + 1) / parts;
-    prefetch_bytes(nx->k + k0, k1 - k0);
-    for (int64_t j = nx->v_rows * r / parts; j < nx->v_rows * (r + 1) / parts; j++)
-        prefetch_bytes(nx->v + j * nx->v_ld_bytes, nx->v_row_bytes);
-}
-
 /* A new score tile s (rows, cols) whose row maxima are bmax: P = exp(S - m')
  * in place, l = α·l + ΣP, O *= α with α = exp(m - m'), m = m'.  next, if not
  * NULL, is the block to prefetch meanwhile. */
 static inline void online_update(const ac_kernels *K, int64_t rows, int64_t cols, real *s,
                                  int64_t lds, const real *bmax, real *mi, real *li, real *o,
-                                 int64_t dv, const ahead_block *next) {
+                                 int64_t dv, const ac_ahead_block *next) {
     for (int64_t r = 0; r < rows; r++) {
-        if (next) prefetch_share(next, r, rows);
+        if (next) ac_prefetch_share(next, r, rows);
         real *sr = s + r * lds; /* (cols) */
         real mnew = (bmax[r] > mi[r] || bmax[r] != bmax[r]) ? bmax[r] : mi[r];
         if (mnew == -INFINITY) { /* nothing visible yet in this row */

@@ -17,7 +17,6 @@
 # code as it is now.  Needs python3.11 on the host (the build must match the target's ABI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 cache=${ARM64_CACHE:-$HOME/.cache/attncore-arm64}
 cpus=${ARM64_CPUS:-cortex-a72 neoverse-n1}
 py=python3.11
