@@ -4,7 +4,7 @@ import os
 
 from attncore import _core
 
-ISAS = ("scalar", "avx2", "avx512")
+ISAS = ("scalar", "neon", "avx2", "avx512")  # each before the better ones of its CPU
 
 
 def available() -> list:

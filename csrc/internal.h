@@ -103,6 +103,7 @@ typedef struct {
 extern const ac_kernels ac_kernels_scalar;
 extern const ac_kernels ac_kernels_avx2;
 extern const ac_kernels ac_kernels_avx512;
+extern const ac_kernels ac_kernels_neon;
 
 /* IEEE half -> float, exactly (subnormals, inf and NaN included). */
 static inline float ac_half_to_float(uint16_t h) {

@@ -16,8 +16,12 @@
  * define (qk_avx2_f32, pack_avx2_f16, ...).
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__clang__) /* clang has no target pragma, but applies an attribute to a region */
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 #include <immintrin.h>
 
 #include "internal.h"
@@ -265,7 +269,11 @@ const ac_kernels ac_kernels_avx2 = {
     .kv_bf16 = {.pack = pack_avx2_bf16, .qkd = qkd_avx2_bf16, .pv = pv_avx2_bf16},
     .fma_probe = fma_probe_avx2_f32, .read_probe = read_probe_avx2_f32,
 };
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else
 #include "internal.h"

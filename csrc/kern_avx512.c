@@ -15,8 +15,12 @@
  * define (qk_avx512_f32, pack_avx512_f16, ...).
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__clang__) /* clang has no target pragma, but applies an attribute to a region */
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx2,fma,f16c")
+#endif
 #include <immintrin.h>
 
 #include "internal.h"
@@ -177,7 +181,11 @@ const ac_kernels ac_kernels_avx512 = {
     .kv_bf16 = {.pack = pack_avx512_bf16, .qkd = qkd_avx512_bf16, .pv = pv_avx512_bf16},
     .fma_probe = fma_probe_avx512_f32, .read_probe = read_probe_avx512_f32,
 };
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else /* not x86 with GCC/Clang: the table exists but the CPU check never picks it */
 #include "internal.h"

@@ -202,13 +202,15 @@ static void FN(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq
 /* ---- the probes (float32 only is wired up) -------------------------------- */
 
 /* FMA throughput: PROBE_CHAINS independent accumulator chains, enough to
- * cover the FMA latency on every pipe; returns a value so nothing is elided. */
+ * cover the FMA latency on every pipe; returns a value so nothing is elided.
+ * Each chain is acc += a·b, the accumulator the addend as in the kernels: NEON's
+ * FMLA overwrites its addend, so acc = acc·a + b would cost a move an FMA. */
 __attribute__((unused)) static real FN(fma_probe)(int64_t iters, int64_t *flops) {
     VT acc[PROBE_CHAINS];
     const VT a = V_SET1((real)0.999999), b = V_SET1((real)1e-7);
     for (int c = 0; c < PROBE_CHAINS; c++) acc[c] = V_SET1((real)c);
     for (int64_t i = 0; i < iters; i++)
-        for (int c = 0; c < PROBE_CHAINS; c++) acc[c] = V_FMA(acc[c], a, b);
+        for (int c = 0; c < PROBE_CHAINS; c++) acc[c] = V_FMA(a, b, acc[c]);
     VT s = V_ZERO();
     for (int c = 0; c < PROBE_CHAINS; c++) s = V_ADD(s, acc[c]);
     *flops = iters * PROBE_CHAINS * VL * 2;

@@ -8,6 +8,9 @@
 
 #include "internal.h"
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h> /* F16C, which clang's __builtin_cpu_supports does not know */
+#endif
 #if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
 #include <pthread.h> /* pthread_atfork: see "threads and fork()" below */
 #endif
@@ -17,21 +20,27 @@
 /* Every kernel set compiled in, best first.  An entry is usable when the CPU
  * has what it needs; the scalar set always is. */
 static const ac_kernels *const ac_all_kernels[] = {&ac_kernels_avx512, &ac_kernels_avx2,
-                                                   &ac_kernels_scalar};
+                                                   &ac_kernels_neon, &ac_kernels_scalar};
 #define AC_N_KERNELS (sizeof ac_all_kernels / sizeof ac_all_kernels[0])
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
 
 static int cpu_supports(const ac_kernels *k) {
     if (strcmp(k->name, "scalar") == 0) return 1;
     if (!k->f32.qk) return 0; /* not compiled for this target */
+    if (strcmp(k->name, "neon") == 0) return 1; /* compiled only for aarch64, where it is baseline */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
     if (strcmp(k->name, "avx2") == 0)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (strcmp(k->name, "avx512") == 0)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
 #endif
     return 0;
 }
@@ -155,6 +164,9 @@ int ac_max_threads(void) {
  * process and keeps its threads. */
 static _Atomic int team_started = 0, forked_single = 0;
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h> /* F16C, which clang's __builtin_cpu_supports does not know */
+#endif
 #if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
 static void after_fork_in_child(void) {
     if (atomic_load(&team_started)) atomic_store(&forked_single, 1);
@@ -164,6 +176,9 @@ static void register_fork_handler(void) { pthread_atfork(NULL, NULL, after_fork_
 #endif
 
 int ac_team_size(int nt) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h> /* F16C, which clang's __builtin_cpu_supports does not know */
+#endif
 #if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
     pthread_once(&fork_handler_once, register_fork_handler);
 #endif

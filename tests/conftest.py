@@ -17,10 +17,26 @@ assert hasattr(attncore, "_core"), "attncore's compiled core is not importable"
 _quiet = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 settings.register_profile("default", deadline=None, max_examples=60, suppress_health_check=_quiet)
 settings.register_profile("long", deadline=None, max_examples=1000, suppress_health_check=_quiet)
+# under emulation (tools/arm64-test.sh), where a call runs tens of times slower
+settings.register_profile("emulated", deadline=None, max_examples=15, suppress_health_check=_quiet)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-@pytest.fixture(params=_isa.available())
+def _test_isas() -> list:
+    """The ISAs the `isa` fixture runs: every one this machine has, or the
+    ones ATTNCORE_TEST_ISAS names (comma-separated) — the emulated arm64 run
+    takes only neon, whose scalar sibling is the same C the native run tests."""
+    have = _isa.available()
+    chosen = [s.strip() for s in os.environ.get("ATTNCORE_TEST_ISAS", "").split(",") if s.strip()]
+    if not chosen:
+        return have
+    missing = [s for s in chosen if s not in have]
+    if missing:
+        raise pytest.UsageError(f"ATTNCORE_TEST_ISAS names {missing}, not available here: {have}")
+    return chosen
+
+
+@pytest.fixture(params=_test_isas())
 def isa(request):
     """Run the test with one micro-kernel set forced, then restore the default."""
     before = attncore.info()["isa"]

@@ -1,13 +1,25 @@
 """Test helpers: random inputs and the tolerances they are held to."""
 
 import math
+import os
 
 import numpy as np
+import pytest
 
 import attncore
 
 EPS = {np.dtype(np.float32): float(np.finfo(np.float32).eps),
        np.dtype(np.float64): float(np.finfo(np.float64).eps)}
+
+# Under emulation (tools/arm64-test.sh sets ATTNCORE_EMULATED) some tests cannot run: those
+# that start another interpreter, time an interrupt, or do setup work sized for native speed.
+# They carry this marker with their reason, so the emulated run lists them as skipped.
+EMULATED = os.environ.get("ATTNCORE_EMULATED", "")
+
+
+def not_emulated(reason: str):
+    return pytest.mark.skipif(bool(EMULATED), reason=f"not under {EMULATED} emulation: {reason}")
+
 
 # Sizes around every vector width (4, 8, 16 lanes) and block size (8 … 128).
 EDGE_SIZES = (1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129)

@@ -5,6 +5,7 @@ import pytest
 
 import attncore
 from attncore import reference
+from helpers import not_emulated
 
 IMPLS = {"core": attncore, "reference": reference}
 
@@ -145,6 +146,7 @@ def test_set_num_threads_rejects_bad_counts():
             attncore.set_num_threads(bad)
 
 
+@not_emulated("starts another interpreter with a bare environment, which has no emulator")
 def test_bad_isa_env_fails_at_import(tmp_path):
     import subprocess
     import sys

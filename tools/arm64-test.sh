@@ -2,15 +2,19 @@
 # Builds attncore for aarch64 on an x86-64 Debian machine and runs its kernel tests under
 # qemu user-mode emulation, once per emulated core.
 #
-#   tools/arm64-test.sh                      the kernel tests on cortex-a72 and neoverse-n1
+#   tools/arm64-test.sh                      the kernel tests, the API fuzz and the other tests
+#                                            of the core, on cortex-a72 and neoverse-n1
 #   ARM64_CPUS=neoverse-n1 tools/arm64-test.sh tests/test_exp.py -x     other cores, other tests
-#   tools/arm64-test.sh -rs                  options alone keep the default test list
+#   tools/arm64-test.sh -x                   options alone keep the default test list
+#   ATTNCORE_TEST_ISAS=neon tools/arm64-test.sh   the `isa` fixture on neon only (what CI runs)
 #
+# The cores run side by side, one emulator process each.  Tests that cannot run emulated (another
+# interpreter started, interrupt deadlines, the tour) carry a marker and are listed as skipped.
 # What it sets up, once, in ARM64_CACHE (default ~/.cache/attncore-arm64), and reuses after:
 #   - host packages (apt-get, as root): the aarch64 cross compiler and qemu-user;
 #   - sysroot/: an arm64 CPython 3.11 and the libraries it needs, unpacked from Debian's arm64
 #     packages (apt-get download + dpkg -x; nothing arm64 is installed on the host);
-#   - site/: aarch64 wheels of numpy, pytest and hypothesis (pip --target, --platform);
+#   - site/: aarch64 wheels of numpy, ml_dtypes, pytest and hypothesis (pip --target, --platform);
 #   - buildenv/: a host venv with the build requirements, for the cross build.
 # Every run cross-builds a wheel from the working tree (tracked and untracked files that git does
 # not ignore) with the project's own setup.py and installs it into pkg/, so the tests run the
@@ -61,14 +65,15 @@ fi
 # 3. aarch64 wheels of what the tests import.  pip does not widen a manylinux_2_N tag to the
 # older ones by itself, so they are listed.
 site=$cache/site
-if [ ! -d "$site/numpy" ]; then
-    say "installing aarch64 wheels of numpy, pytest and hypothesis into $site"
+if [ ! -d "$site/numpy" ] || [ ! -d "$site/ml_dtypes" ]; then
+    say "installing aarch64 wheels of numpy, ml_dtypes, pytest and hypothesis into $site"
+    rm -rf "$site" "$site.tmp"
     plat=()
     for t in manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_17 manylinux2014; do
         plat+=(--platform "${t}_aarch64")
     done
     "$py" -m pip install -q --target "$site.tmp" --python-version 3.11 --implementation cp \
-        --abi cp311 --only-binary=:all: "${plat[@]}" "numpy>=1.25" pytest hypothesis
+        --abi cp311 --only-binary=:all: "${plat[@]}" "numpy>=1.25" ml_dtypes pytest hypothesis
     mv "$site.tmp" "$site"
 fi
 numpy_version=$(cd "$site" && ls -d numpy-*.dist-info | sed 's/numpy-\(.*\)\.dist-info/\1/')
@@ -107,13 +112,33 @@ for a in "$@"; do case $a in -*) ;; *) paths=1 ;; esac; done
 if [ $paths = 0 ]; then  # options alone (-x, -rs, -q) go with the default list
     set -- "$@" tests/test_attention.py tests/test_masks.py tests/test_decode.py \
         tests/test_backward.py tests/test_float16_cache.py tests/test_merge.py \
-        tests/test_linear.py tests/test_exp.py tests/test_adversarial.py tests/test_nan_policy.py
+        tests/test_linear.py tests/test_exp.py tests/test_adversarial.py tests/test_nan_policy.py \
+        tests/test_fuzz.py tests/test_properties.py tests/test_errors.py tests/test_kvcache.py \
+        tests/test_mha.py tests/test_plain.py tests/test_threads.py tests/test_interrupt.py \
+        tests/test_tour.py
 fi
-status=0
+# The cores run side by side (each emulator is one process), each into its own log, shown
+# when it ends.  ATTNCORE_EMULATED marks the run for the tests that cannot run emulated (they
+# skip and say why); hypothesis takes the "emulated" profile (fewer examples) unless told.
+logs=$(mktemp -d)
+trap 'rm -rf "$work" "$logs"' EXIT
+pids=()
 for cpu in $cpus; do
-    say "pytest on an emulated $cpu"
+    say "pytest on an emulated $cpu (ISAs: ${ATTNCORE_TEST_ISAS:-all this build has})"
     QEMU_CPU=$cpu QEMU_LD_PREFIX=$sysroot PYTHONPATH="$pkg:$site" \
-        qemu-aarch64 "$sysroot/usr/bin/python3.11" -P -m pytest -q -p no:cacheprovider "$@" ||
-        status=$?
+        ATTNCORE_EMULATED="qemu-aarch64 $cpu" HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-emulated} \
+        qemu-aarch64 "$sysroot/usr/bin/python3.11" -P -m pytest -q -p no:cacheprovider -rs "$@" \
+        >"$logs/$cpu.log" 2>&1 &
+    pids+=($!)
+done
+status=0
+i=0
+for cpu in $cpus; do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    i=$((i + 1))
+    say "---- $cpu (exit $rc)"
+    cat "$logs/$cpu.log"
+    [ $rc = 0 ] || status=$rc
 done
 exit $status

@@ -12,11 +12,15 @@ BLAS is not held: the table names the kernel OpenBLAS chose.
 from __future__ import annotations
 
 import os
+import platform
 
 from attncore import _isa
 
 # (ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA) per attncore ISA,
-# and the capability torch reports when it honoured them
+# and the capability torch reports when it honoured them.  On aarch64 torch's own
+# kernels are held to "default" (NEON, not SVE); the GEMM library under them is not held
+# (NEON is the baseline there, and these CPUs' libraries are not steered by the x86
+# variables), and the scalar ISA's peer is the same NEON torch.
 PEER_ENV = {
     "scalar": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
                "ONEDNN_MAX_CPU_ISA": "SSE41"},
@@ -24,8 +28,11 @@ PEER_ENV = {
              "ONEDNN_MAX_CPU_ISA": "AVX2"},
     "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
                "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
+    "neon": {"ATEN_CPU_CAPABILITY": "default"},
 }
-TORCH_CAPABILITY = {"scalar": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512"}
+if platform.machine().lower() in ("aarch64", "arm64"):
+    PEER_ENV["scalar"] = {"ATEN_CPU_CAPABILITY": "default"}
+TORCH_CAPABILITY = {"scalar": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512", "neon": "DEFAULT"}
 CHOICES = ("native", "all") + _isa.ISAS
 
 
