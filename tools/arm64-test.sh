@@ -25,7 +25,8 @@ cache=${ARM64_CACHE:-$HOME/.cache/attncore-arm64}
 cpus=${ARM64_CPUS:-cortex-a72 neoverse-n1}
 py=python3.11
 mkdir -p "$cache"
-say() { printf 'arm64-test: %s\n' "$*" >&2; }
+start=$SECONDS
+say() { printf 'arm64-test: [%ss] %s\n' "$((SECONDS - start))" "$*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 command -v "$py" >/dev/null || { say "needs $py on the host"; exit 2; }
 
@@ -95,7 +96,7 @@ git ls-files -co --exclude-standard -z | tar --null -cf - -T - | tar -xf - -C "$
 cfg=$work/.sysconfig
 mkdir -p "$cfg"
 cp "$sysroot/usr/lib/python3.11/_sysconfigdata__aarch64-linux-gnu.py" "$cfg/"
-say "cross-building the wheel"
+say "set up; cross-building the wheel"
 (cd "$work" && _PYTHON_HOST_PLATFORM=linux-aarch64 \
     _PYTHON_SYSCONFIGDATA_NAME=_sysconfigdata__aarch64-linux-gnu PYTHONPATH="$cfg" \
     CFLAGS="-I$sysroot/usr/include/python3.11 -I$sysroot/usr/include" \
