@@ -24,6 +24,7 @@ from attncore._bfloat16 import from_bfloat16, to_bfloat16
 from attncore._layers import attention_backward, linear_attention, multi_head_attention
 from attncore._isa import _apply_env_isa
 from attncore._runtime import get_num_threads, info, set_num_threads
+from attncore._runtime import register_threadpoolctl as _register_threadpoolctl
 from attncore.kvcache import KVCache
 
 try:
@@ -32,6 +33,7 @@ except PackageNotFoundError:  # pragma: no cover - running from an unusual insta
     __version__ = "0+unknown"
 
 _apply_env_isa()
+_register_threadpoolctl()
 
 
 def __getattr__(name: str):

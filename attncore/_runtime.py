@@ -17,6 +17,18 @@ _lock = threading.Lock()
 MAX_THREADS = 1024
 
 
+def _omp_num_threads() -> int | None:
+    """OMP_NUM_THREADS as OpenMP reads it: a positive count, or the first of a
+    comma-separated list (the outermost level); None when unset or not a
+    count, which OpenMP ignores too."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    try:
+        n = int(env)
+    except ValueError:
+        return None
+    return min(n, MAX_THREADS) if n >= 1 else None
+
+
 def _default_threads() -> int:
     env = os.environ.get("ATTNCORE_NUM_THREADS")
     if env:
@@ -25,6 +37,9 @@ def _default_threads() -> int:
         except ValueError:
             n = 0
         return positive_int(n if n >= 1 else env, "ATTNCORE_NUM_THREADS", MAX_THREADS)
+    omp = _omp_num_threads()
+    if omp is not None:
+        return omp
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -76,8 +91,9 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    """The thread count calls use: set_num_threads(), else ATTNCORE_NUM_THREADS,
-    else the CPUs this process may run on.
+    """The thread count calls use: set_num_threads() (or threadpoolctl's
+    threadpool_limits, which calls it), else ATTNCORE_NUM_THREADS, else
+    OMP_NUM_THREADS, else the CPUs this process may run on.
 
     1 in a child made by fork() once the parent had run a call on several
     threads: GNU OpenMP's idle threads do not survive fork(), and a team of
@@ -136,3 +152,45 @@ def _fresh_lock_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_fresh_lock_after_fork)
+
+
+def register_threadpoolctl() -> bool:
+    """Make threadpoolctl see attncore's thread pool, as it sees OpenBLAS's and
+    OpenMP's: ``threadpool_info()`` lists it (user_api "openmp", internal_api
+    "attncore") and ``threadpool_limits(n)`` — or ``user_api="openmp"`` — sets
+    its count for the block.  Done at import when threadpoolctl is installed;
+    False when it is not (or too old to take a controller)."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return False
+    if not hasattr(threadpoolctl, "register") or getattr(threadpoolctl, "_attncore", False):
+        return bool(getattr(threadpoolctl, "_attncore", False))
+
+    class AttncoreController(threadpoolctl.LibController):
+        """attncore's compiled core, found by its file name and one of its
+        symbols; the count is attncore's own (set_num_threads), which every
+        call passes to its OpenMP team."""
+
+        user_api = "openmp"
+        internal_api = "attncore"
+        filename_prefixes = ("_core.",)
+        check_symbols = ("ac_flash_f32",)
+
+        def get_num_threads(self) -> int:
+            return get_num_threads()
+
+        def set_num_threads(self, num_threads: int) -> None:
+            set_num_threads(num_threads)
+
+        def get_version(self) -> str:
+            from attncore import __version__
+
+            return __version__
+
+        def set_additional_attributes(self) -> None:
+            self.isa = _core.isa()
+
+    threadpoolctl.register(AttncoreController)
+    threadpoolctl._attncore = True  # once per process, whoever imports attncore again
+    return True
