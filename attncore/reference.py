@@ -9,7 +9,7 @@ materialises, whatever ``method`` says.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -89,6 +89,55 @@ def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     a, axis = V.softmax_args(x, axis)
     w, _ = _softmax_last(np.moveaxis(a.astype(a.dtype.newbyteorder("=")), axis, -1))
     return np.moveaxis(w, -1, axis)
+
+
+# What attention returns depends on return_lse and return_weights, as for
+# attncore.attention: the overloads tell a type checker which.
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[False] = ...,
+              return_weights: Literal[False] = ...,
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ...) -> np.ndarray: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[True],
+              return_weights: Literal[False] = ...,
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[False] = ...,
+              return_weights: Literal[True],
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: Literal[True],
+              return_weights: Literal[True],
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+@overload
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
+              scale: float | None = ..., method: str = ..., block_q: int | None = ...,
+              block_k: int | None = ..., return_lse: bool = ...,
+              return_weights: bool = ...,
+              mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
+              window: int | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(
