@@ -1,6 +1,8 @@
 """pytest-benchmark suites: ``pytest bench/`` (add --benchmark-json=FILE, then
 ``attncore plot FILE``).  ``--smoke`` keeps only the smallest sizes, for a
-fast pass that checks the suite itself runs."""
+fast pass that checks the suite itself runs.  The JSON's machine_info says
+what ran: attncore's version, ISA and threads, NumPy's BLAS and the kernel it
+chose, the versions of the peers, and the roofs measured at the end of the run."""
 
 import pytest
 
@@ -29,3 +31,19 @@ def same_threads():
 
     with threads(attncore.get_num_threads()):
         yield
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """attncore's part of the machine info (``machine_info["attncore"]``), which
+    ``attncore plot FILE`` prints: the build, the ISA and threads the benchmarks
+    ran with, NumPy's BLAS and its kernel, and the roofs, measured here with the
+    kernels' own instructions as ``attncore bench`` measures them."""
+    import attncore
+    from attncore.bench import roofs
+
+    nt = attncore.get_num_threads()
+    m = roofs.machine()
+    machine_info["attncore"] = {"version": attncore.__version__, "isa": attncore.info()["isa"],
+                                "threads": nt, "cpu": m["cpu"], "versions": m["versions"],
+                                "blas": m["blas"],
+                                "roofs": roofs.measure_roofs(nt, quick=True)}

@@ -107,6 +107,19 @@ def test_pytest_benchmark_suite_smoke_pass_and_plot(tmp_path):
                          "backward": {(512, 512)}}
     paths = bench.figures(loaded, tmp_path / "figs")
     assert len(paths) >= 4 and all(os.path.getsize(p) > 10_000 for p in paths)
+    # the JSON says what ran, and `attncore plot` prints it
+    import attncore
+
+    ours = json.loads(js.read_text())["machine_info"]["attncore"]
+    assert ours["version"] == attncore.__version__ and ours["isa"] == attncore.info()["isa"]
+    assert ours["threads"] == attncore.get_num_threads() and ours["roofs"]["fma_gflops"] > 0
+    assert ours["blas"]["library"] and "kernel" in ours["blas"]
+    plot = subprocess.run([sys.executable, "-m", "attncore.cli", "plot", str(js), "--out",
+                           str(tmp_path / "plot")], cwd=tmp_path, capture_output=True, text=True)
+    assert plot.returncode == 0, plot.stderr[-3000:]
+    line = next(x for x in plot.stdout.splitlines() if x.startswith("machine:"))
+    assert f"{ours['threads']} threads, isa {ours['isa']}; BLAS: {ours['blas']['library']}" in line
+    assert "None" not in line
 
 
 def test_isa_choices_resolve_to_what_the_cpu_has():
@@ -126,6 +139,10 @@ def test_isa_choices_resolve_to_what_the_cpu_has():
     env = held.child_env("avx2", base={"PATH": "/bin"})
     assert env == {"PATH": "/bin", "ATTNCORE_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
                    "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    # every ISA has its peer settings; on aarch64 torch is held to its NEON kernels
+    assert set(held.PEER_ENV) == set(held.TORCH_CAPABILITY) == set(_isa.ISAS)
+    assert held.child_env("neon", base={}) == {"ATTNCORE_ISA": "neon", "ATEN_CPU_CAPABILITY": "default"}
+    assert held.held("neon", "DEFAULT") and not held.held("neon", "SVE256")
 
 
 def test_an_isa_the_cpu_lacks_is_refused_before_anything_runs(tmp_path, capsys):
