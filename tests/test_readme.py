@@ -7,19 +7,20 @@ README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 def test_readme_python_blocks_run():
-    """Every block runs; one that begins ``# needs attncore[distributed]`` runs
-    where Dask is installed (CI's distributed stage) and is skipped elsewhere."""
+    """Every block runs; one that begins ``# needs attncore[distributed]`` (or
+    ``[torch]``) runs where Dask (torch) is installed — CI's extras stage — and
+    is skipped elsewhere."""
+    import importlib.util
+
     with open(README) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
     assert blocks
-    try:
-        import distributed  # noqa: F401
-        have_dask = True
-    except ImportError:
-        have_dask = False
+    have = {extra: importlib.util.find_spec(module) is not None
+            for extra, module in (("distributed", "distributed"), ("torch", "torch"))}
     ran = 0
     for code in blocks:
-        if code.startswith("# needs attncore[distributed]") and not have_dask:
+        need = re.match(r"# needs attncore\[(\w+)\]", code)
+        if need and not have[need.group(1)]:
             continue
         # __main__, as a script: a LocalCluster's spawned workers expect it
         exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})

@@ -5,7 +5,9 @@ there with ATTNCORE_SANITIZE=1 (-fsanitize=address,undefined, any finding
 fatal), and runs the tests of every kernel on every ISA against that build in
 a child process with the ASan runtime preloaded.  Left out of the child run:
 the files that only draw figures, time the benchmarks or print the tour
-(matplotlib's own C++ exceptions trip ASan's interceptor), and this file.
+(matplotlib's own C++ exceptions trip ASan's interceptor), torch's tests (its
+C++ and its compiler are not ours to instrument; attncore.torch calls the same
+entry points the other tests check), the mypy check, and this file.
 
 Leaks are not checked here (CPython frees little at exit, by design); the
 valgrind memcheck of tools/memcheck.py (the second test) covers the core's own
@@ -22,7 +24,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LEFT_OUT = ["test_bench_smoke.py", "test_teach.py", "test_tour.py", "test_cli_and_build.py",
-            "test_sanitizers.py", "test_notebooks.py"]  # figures, Jupyter kernels, the build
+            "test_sanitizers.py", "test_notebooks.py",  # figures, Jupyter kernels, the build
+            "test_torch.py", "test_typing.py"]  # torch's own C++ and compiler, mypy: not the core
 SANITIZE_ENV = {
     "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:abort_on_error=0",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
