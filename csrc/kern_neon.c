@@ -4,10 +4,13 @@
  * NEON and its FMA are part of every AArch64 CPU, so this file needs no
  * target pragma and no runtime check: it is compiled whenever the build
  * targets aarch64 (Apple Silicon, Graviton, Ampere, a Raspberry Pi 4), and
- * chosen there.  The design is kern_avx512.c's, the other 32-register ISA:
- * Q·Kᵀ and P·V both 6 rows × 4 vectors (24 accumulators + 4 K or V vectors +
- * 1 broadcast), each step one FMA per accumulator.  The broadcasts are
- * `ld1r` loads (a scalar loaded to every lane), as on x86.
+ * chosen there.  The design is the x86 kernels': Q·Kᵀ and P·V both 5 rows × 4
+ * vectors (20 accumulators + 4 K or V vectors + 5 row scalars), each step one
+ * FMA per accumulator, the row scalars loaded by `ld1r` or `ldr s` and used
+ * by FMLA's by-element form.  At 6 × 4, AVX-512's shape (the other
+ * 32-register ISA), gcc 12 loads all six scalars before the FMAs, runs out
+ * of registers and keeps the accumulators in memory, storing 20–24 of them a
+ * step (tools/inner_loops.py); 5 × 4 has no spill with gcc or clang.
  * Like AVX2, NEON has no scalef, so exp builds 2^n from exponent bits: for a
  * softmax's vectors (every exponent small) by one add to p's exponent field,
  * otherwise in two halves so that n = 128 (x near ln FLT_MAX) does not

@@ -1,6 +1,6 @@
 /* kern_simd_ops.h — the SIMD micro-kernels on reals alone (exp, expsum,
  * rowmax, Q·Kᵀ on packed K, the probes), written once over a small vector
- * vocabulary.  An ISA file (kern_avx2.c, kern_avx512.c) defines the
+ * vocabulary.  An ISA file (kern_avx2.c, kern_avx512.c, kern_neon.c) defines the
  * vocabulary for one element type and includes this body once per type,
  * under that ISA's target pragma; kern_simd_kv.h holds the kernels that load
  * K and V, included once per K/V storage type.
