@@ -154,18 +154,24 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
+_registered = False  # the controller is registered once per process
+
+
 def register_threadpoolctl() -> bool:
     """Make threadpoolctl see attncore's thread pool, as it sees OpenBLAS's and
     OpenMP's: ``threadpool_info()`` lists it (user_api "openmp", internal_api
     "attncore") and ``threadpool_limits(n)`` — or ``user_api="openmp"`` — sets
     its count for the block.  Done at import when threadpoolctl is installed;
     False when it is not (or too old to take a controller)."""
+    global _registered
+    if _registered:
+        return True
     try:
         import threadpoolctl
     except ImportError:
         return False
-    if not hasattr(threadpoolctl, "register") or getattr(threadpoolctl, "_attncore", False):
-        return bool(getattr(threadpoolctl, "_attncore", False))
+    if not hasattr(threadpoolctl, "register"):
+        return False
 
     class AttncoreController(threadpoolctl.LibController):
         """attncore's compiled core, found by its file name and one of its
@@ -192,5 +198,5 @@ def register_threadpoolctl() -> bool:
             self.isa = _core.isa()
 
     threadpoolctl.register(AttncoreController)
-    threadpoolctl._attncore = True  # once per process, whoever imports attncore again
+    _registered = True
     return True

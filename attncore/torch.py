@@ -114,7 +114,7 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dout, dlse):
     query, key, value, out, lse, attn_mask = ctx.saved_tensors
     # lse is an internal output (never returned to the caller): its gradient is zero
-    dq, dk, dv = _sdpa_backward(dout.contiguous(), query, key, value, out, lse, attn_mask,
+    dq, dk, dv = _sdpa_backward(dout, query, key, value, out, lse, attn_mask,
                                 ctx.is_causal, ctx.scale)
     return dq, dk, dv, None, None, None
 

@@ -21,6 +21,7 @@ import importlib
 import json
 import math
 import os
+import statistics
 import time
 
 import torch
@@ -165,7 +166,8 @@ def main(argv=None) -> dict:
     print(f"corpus: {len(text):,} characters of docstrings from {len(MODULES)} standard library "
           f"modules, {len(chars)} distinct; model: {args.layers} layers, {args.heads} heads, "
           f"d={args.dim}, context {args.context}, batch {args.batch}; {threads} threads, "
-          f"attncore ISA {attncore.info()['isa']}")
+          f"attncore ISA {attncore.info()['isa']}, torch capability "
+          f"{torch.backends.cpu.get_cpu_capability()}")
 
     losses, times = {}, {}
     for name, attend in (("torch", F.scaled_dot_product_attention), ("attncore", attncore_sdpa)):
@@ -175,14 +177,14 @@ def main(argv=None) -> dict:
     diff = [abs(a - b) for a, b in zip(losses["torch"], losses["attncore"])]
     worst = max(range(len(diff)), key=diff.__getitem__)
     # the first steps warm the allocator and caches; the median of the rest is the step time
-    med = {k: sorted(v[min(5, len(v) - 1):])[len(v[min(5, len(v) - 1):]) // 2]
-           for k, v in times.items()}
+    med = {k: statistics.median(v[5:] or v) for k, v in times.items()}
     alone = attention_times({"torch": F.scaled_dot_product_attention,
                              "attncore": attncore_sdpa}, args)
     summary = {"steps": args.steps, "max_abs_loss_difference": diff[worst],
                "at_step": worst + 1, "final_losses": {k: v[-1] for k, v in losses.items()},
                "median_step_seconds": med, "attention_alone_seconds": alone,
-               "threads": threads, "isa": attncore.info()["isa"], "losses": losses,
+               "threads": threads, "isa": attncore.info()["isa"],
+               "torch_capability": torch.backends.cpu.get_cpu_capability(), "losses": losses,
                "step_seconds": times}
     print(f"largest difference between the loss curves: {diff[worst]:.2e} (step {worst + 1}); "
           f"median step: torch SDPA {med['torch'] * 1e3:.1f} ms, attncore "
