@@ -74,7 +74,7 @@ cdef extern from "attncore.h" nogil:
                      const float *const *lse, float *out, float *lse_out, int num_threads)
     int ac_merge_f64(int64_t parts, int64_t rows, int64_t dv, const double *const *o,
                      const double *const *lse, double *out, double *lse_out, int num_threads)
-    int AC_MERGE_MAX_PARTS
+    enum: AC_MERGE_MAX_PARTS  # a compile-time constant: it sizes merge's arrays
 
     int ac_exp_f32(int64_t count, const float *x, float *y)
     int ac_exp_f64(int64_t count, const double *x, double *y)
@@ -85,6 +85,8 @@ cdef extern from "attncore.h" nogil:
     const char *ac_isa()
     int ac_set_isa(const char *name)
     int ac_isa_supported(const char *name)
+    int ac_isa_count()
+    const char *ac_isa_name(int i)
     void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k)
     int ac_openmp()
     int ac_max_threads()

@@ -19,7 +19,8 @@ ctypedef fused real:
     float
     double
 
-# K/V: the queries' type, or IEEE half stored as uint16 (with float32 queries)
+# K/V: the queries' type, or a 16-bit cache stored as uint16 with float32 queries
+# (IEEE half, or bfloat16 bits where the entry point's bf16 flag says so)
 ctypedef fused kvt:
     float
     double
@@ -129,8 +130,9 @@ def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
           int64_t block_q, int64_t block_k, int nthreads, int split_kv, counts=None,
           bint bf16=False):
     """split_kv: few query rows — split the keys (decode)? -1 when it pays,
-    0 never, 1 always.  bf16: uint16 K and V are bfloat16 bits (else float16).  counts: None, or int64 (2,) the kernel adds its tile
-    counts to (computed, masked), for teaching."""
+    0 never, 1 always.  bf16: uint16 K and V are bfloat16 bits (else float16).
+    counts: None, or int64 (2,) the kernel adds its tile counts to (computed,
+    masked), for teaching."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
     a.split_kv = split_kv
     _strides3(a.v_stride, v.shape, v.strides, sizeof(kvt))
@@ -191,7 +193,7 @@ def naive(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
 @cython.boundscheck(False)
 def plain(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
           real[:, :, :, ::1] out, real[:, :, ::1] lse, double scale, object vis):
-    """csrc/naive.c: the readable materialised attention, one thread."""
+    """csrc/plain.c: the readable materialised attention, one thread."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, 0, 0, 1)
     _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
     cdef int rc
@@ -282,8 +284,8 @@ def merge(list outs, list lses, real[:, ::1] out, real[::1] lse, int nthreads):
     cdef Py_ssize_t parts = len(outs), c
     if parts < 1 or parts > AC_MERGE_MAX_PARTS or len(lses) != parts:
         raise ValueError("attncore: merge takes 1 to MERGE_MAX_PARTS parts")
-    cdef const real *op[64]
-    cdef const real *lp[64]
+    cdef const real *op[AC_MERGE_MAX_PARTS]
+    cdef const real *lp[AC_MERGE_MAX_PARTS]
     cdef const real[:, ::1] ov
     cdef const real[::1] lv
     views = []  # keep every buffer alive while the core reads it
@@ -350,6 +352,11 @@ def set_isa(str name):
 
 def isa_supported(str name):
     return bool(ac_isa_supported(name.encode()))
+
+
+def isa_names():
+    """Every instruction set this build knows, best first: runtime.c's one list."""
+    return tuple(ac_isa_name(i).decode() for i in range(ac_isa_count()))
 
 
 def default_blocks(int itemsize):

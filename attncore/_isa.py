@@ -4,11 +4,13 @@ import os
 
 from attncore import _core
 
-ISAS = ("scalar", "neon", "avx2", "avx512")  # each before the better ones of its CPU
+# Every instruction set this build knows, best first: the C core's one list
+# (AC_ISA_LIST in csrc/runtime.c), which also decides the default.
+ISAS: tuple[str, ...] = _core.isa_names()
 
 
-def available() -> list:
-    """The instruction sets this build can run on this CPU."""
+def available() -> list[str]:
+    """The instruction sets this build can run on this CPU, best first."""
     return [name for name in ISAS if _core.isa_supported(name)]
 
 

@@ -104,7 +104,7 @@ def _bench_child(args, cases) -> int:
     capability = held.torch_capability() if "torch" in args.methods else None
     result["isa"] = {"attncore": _core.isa(), "torch_capability": capability,
                      "torch_held": held.held(args.isa, capability),
-                     "peer_env": {k: os.environ.get(k) for k in held.PEER_ENV[args.isa]}}
+                     "peer_env": {k: os.environ.get(k) for k in held.peer_env(args.isa)}}
     bench.save(result, args.child_json)
     return 0
 

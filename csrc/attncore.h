@@ -99,7 +99,7 @@ int ac_naive_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, cons
                   float *out, float *lse, float *weights);
 
 /* The same materialised attention as plain C loops, one thread, one row of
- * the score table at a time (naive.c): the readable definition, for
+ * the score table at a time (plain.c): the readable definition, for
  * students and tests.  Reads every field of `a` but the block sizes,
  * block_counts, split_kv and num_threads. */
 int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
@@ -159,10 +159,15 @@ int64_t ac_probe_fma(int64_t iters, int num_threads);
 int64_t ac_probe_read(const float *x, int64_t n, int num_threads);
 
 /* Runtime: the micro-kernel set in use, chosen at first use by CPU feature
- * detection ("scalar", "avx2", "avx512"); ac_set_isa forces one. */
+ * detection ("avx512", "avx2", "neon" or "scalar"); ac_set_isa forces one.
+ * ac_isa_name(i), for 0 <= i < ac_isa_count(), lists every set this build
+ * knows, best first (NULL past the end); ac_isa_supported says whether this
+ * CPU can run one. */
 const char *ac_isa(void);
 int ac_set_isa(const char *name);
 int ac_isa_supported(const char *name);
+int ac_isa_count(void);
+const char *ac_isa_name(int i);
 void ac_default_blocks(int dtype_bytes, int64_t *block_q, int64_t *block_k);
 int ac_openmp(void);         /* 1 when built with OpenMP */
 int ac_max_threads(void);    /* omp_get_max_threads(), or 1 */

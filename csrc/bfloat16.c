@@ -1,7 +1,7 @@
 /* bfloat16.c — the algorithms that read a bfloat16 KV cache: float32 q, the
  * outputs and the arithmetic; K and V bfloat16 (the top 16 bits of a
  * float32, stored as uint16), widened as the kernels load them.  Only the
- * loaders differ from float32.c (K->kv_bf16): the algorithm bodies are the
+ * loaders differ from float32.c (kern->kv_bf16): the algorithm bodies are the
  * same.
  *
  * Defines (each from the body named):
@@ -12,8 +12,8 @@
 #define real float                        /* q, the outputs and the arithmetic */
 #define kvreal uint16_t                   /* how K and V are stored: bfloat16 bits */
 #define KV_TO_REAL(x) ac_bf16_to_float(x) /* one stored K/V value as a real */
-#define OPS f32                           /* K->f32: the kernels on reals */
-#define KV_OPS kv_bf16                    /* K->kv_bf16: the kernels that load K and V */
+#define OPS f32                           /* kern->f32: the kernels on reals */
+#define KV_OPS kv_bf16                    /* kern->kv_bf16: the kernels that load K and V */
 #define FN(name) name##_bf16              /* the public names */
 
 #include "tiles_body.h"

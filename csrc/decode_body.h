@@ -1,6 +1,7 @@
 /* decode_body.h — split-KV attention for a few query rows (flash-decoding).
- * Instantiated by float32.c, float64.c and float16.c as the static decode(),
- * which the blockwise kernel (flash_body.h) calls when ac_decode_applies.
+ * Instantiated by float32.c, float64.c, float16.c and bfloat16.c as the
+ * static decode(), which the blockwise kernel (flash_body.h) calls when
+ * ac_decode_applies.
  *
  * A decode step has one (or a few) new query rows against a long KV cache:
  * the work is reading K and V, about 2·d FLOPs per value read, so it is
@@ -15,7 +16,8 @@
  *   pass 2: merge the chunks of each row with the log-sum-exp rule (merge_rows).
  *
  * K rows are read as they lie (qkd: no packing, which would cost a second
- * pass over the cache).  Memory: the partials, chunks · g·n · (dv + 1).
+ * pass over the cache), AC_DECODE_TILE_KEYS keys a score tile.  Memory: the
+ * partials, chunks · g·n · (dv + 1).
  *
  * Needs tiles_body.h included before it.
  */
@@ -27,14 +29,56 @@ typedef struct {
     real *mi;   /* (rows) running max */
     real *li;   /* (rows) running sum */
     real *bmax; /* (rows) this tile's row maxima */
+    ac_workspace ws;
 } decode_scratch;
+
+static int decode_scratch_carve(decode_scratch *w, int64_t rows, int64_t dk, int64_t bk) {
+    w->ws = (ac_workspace){0};
+    ac_ws_part(&w->ws, &w->q, ac_product(rows, dk), sizeof(real));
+    ac_ws_part(&w->ws, &w->s, ac_product(rows, bk), sizeof(real));
+    ac_ws_part(&w->ws, &w->mi, rows, sizeof(real));
+    ac_ws_part(&w->ws, &w->li, rows, sizeof(real));
+    ac_ws_part(&w->ws, &w->bmax, rows, sizeof(real));
+    return ac_ws_carve(&w->ws) == AC_OK;
+}
+
+/* Pass 1 for one task: keys [j_begin, j_end) of kv head hk of batch b
+ * against the query rows of every head of its GQA group, stacked (g·n rows,
+ * row r = head hk·g + r / n, query r % n), with the online softmax, into the
+ * partial result o (rows, dv) and its log-sum-exp l_out (rows). */
+static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const real *q,
+                         const kvreal *k, const kvreal *v, int64_t b, int64_t hk,
+                         int64_t j_begin, int64_t j_end, const decode_scratch *w, real *o,
+                         real *l_out, ac_stop *stop) {
+    const int64_t n = a->n, dk = a->dk, dv = a->dv, g = a->heads / a->kv_heads, rows = g * n;
+    const int64_t bk = AC_DECODE_TILE_KEYS, ldk = a->k_stride[2], ldv = a->v_stride[2];
+    ac_vis vis;
+    ac_vis_init(&vis, a, b, hk * g); /* every head of the group sees alike */
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(w->q + r * dk, q_head(q, a->q_stride, b, hk * g + r / n) + (r % n) * a->q_stride[2],
+               (size_t)dk * sizeof(real));
+    const kvreal *kh = kv_head(k, a->k_stride, b, hk), *vh = kv_head(v, a->v_stride, b, hk);
+    /* the chunk's keys, cut to the band any of the rows sees */
+    if (j_begin < ac_vis_lo(&vis, 0)) j_begin = ac_vis_lo(&vis, 0);
+    if (j_end > ac_vis_hi(&vis, n - 1)) j_end = ac_vis_hi(&vis, n - 1);
+    online_start(rows, w->mi, w->li, o, dv);
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += bk) {
+        if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
+        const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
+        kern->KV_OPS.qkd(rows, cols, dk, w->q, dk, kh + j0 * ldk, ldk, (real)a->scale, w->s, bk);
+        if (!ac_vis_clear(&vis, 0, n, j0, cols)) mask_tile(&vis, 0, rows, n, j0, cols, w->s, bk);
+        for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
+        online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv, NULL);
+        pv_tile(kern, &vis, 0, rows, n, j0, cols, dv, w->s, bk, vh + j0 * ldv, ldv, o, dv, -1);
+    }
+    online_finish(rows, w->mi, w->li, o, dv, l_out);
+}
 
 static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
                   real *out, real *lse) {
-    const ac_kernels *K = ac_kernels_active();
+    const ac_kernels *kern = ac_kernels_active();
     const int64_t B = a->batch, H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m;
-    const int64_t dk = a->dk, dv = a->dv, g = H / Hkv, rows = g * n;
-    const real scale = (real)a->scale;
+    const int64_t dv = a->dv, g = H / Hkv, rows = g * n;
     /* chunks: enough tasks to keep AC_DECODE_TASKS threads' worth busy, none
      * shorter than AC_DECODE_MIN_CHUNK keys, at most AC_MERGE_MAX_PARTS.  The
      * split depends on the problem alone, never on the thread count, so the
@@ -47,16 +91,13 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
     int64_t chunk = (m + nch - 1) / nch;
     chunk = (chunk + 15) / 16 * 16;
     nch = m > 0 ? (m + chunk - 1) / chunk : 1;
-    const int64_t bk = 512; /* keys per score tile inside a chunk */
     const int64_t ntasks = B * Hkv * nch;
-
-    int64_t per_task, npart, scratch;
-    if (!ac_muladd(rows, dv, rows, &per_task) || !ac_mul(ntasks, per_task, &npart) ||
-        !ac_mul(rows, dk + bk + 3, &scratch))
-        return AC_ENOMEM;
-    real *part = ac_ws_alloc(npart > 0 ? npart : 1, sizeof(real)); /* O then lse, per task */
-    if (!part) return AC_ENOMEM;
-    real *part_lse = part + ntasks * rows * dv;
+    /* each task's partial output (rows, dv) and log-sum-exp (rows) */
+    real *part, *part_lse;
+    ac_workspace ws = {0};
+    ac_ws_part(&ws, &part, ac_product(ntasks, ac_product(rows, dv)), sizeof *part);
+    ac_ws_part(&ws, &part_lse, ac_product(ntasks, rows), sizeof *part_lse);
+    if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
     int failed = 0;
     ac_stop stop;
     ac_stop_init(&stop, a);
@@ -64,48 +105,19 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        real *ws = ac_ws_alloc(scratch, sizeof(real));
-        if (!ws) {
-            #pragma omp atomic write
-            failed = 1;
-        }
-        decode_scratch w = {ws, ws + rows * dk, ws + rows * (dk + bk), ws + rows * (dk + bk + 1),
-                            ws + rows * (dk + bk + 2)};
+        decode_scratch w;
+        if (!decode_scratch_carve(&w, rows, a->dk, AC_DECODE_TILE_KEYS)) ac_team_failed(&failed);
+        /* pass 1: one task per (batch, kv head, chunk) */
         #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t t = 0; t < ntasks; t++) {
-            if (!ws || ac_stop_poll(&stop)) continue;
-            const int64_t b = t / (Hkv * nch), hk = t / nch % Hkv, c = t % nch;
-            real *o = part + t * rows * dv, *l_out = part_lse + t * rows;
-            ac_vis vis;
-            ac_vis_init(&vis, a, b, hk * g); /* every head of the group sees alike */
-            /* the group's query rows, stacked: row r = (head hk·g + r / n, query r % n) */
-            for (int64_t r = 0; r < rows; r++)
-                memcpy(w.q + r * dk,
-                       q_head(q, a->q_stride, b, hk * g + r / n) + (r % n) * a->q_stride[2],
-                       (size_t)dk * sizeof(real));
-            const kvreal *kh = kv_head(k, a->k_stride, b, hk);
-            const kvreal *vh = kv_head(v, a->v_stride, b, hk);
-            /* this chunk's keys, cut to the band any of the rows sees */
-            int64_t j_begin = c * chunk, j_end = j_begin + chunk < m ? j_begin + chunk : m;
-            if (j_begin < ac_vis_lo(&vis, 0)) j_begin = ac_vis_lo(&vis, 0);
-            if (j_end > ac_vis_hi(&vis, n - 1)) j_end = ac_vis_hi(&vis, n - 1);
-            online_start(rows, w.mi, w.li, o, dv);
-            for (int64_t j0 = j_begin; j0 < j_end; j0 += bk) {
-                if (ac_stop_poll(&stop)) break; /* between tiles, as in flash_body.h */
-                const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
-                K->KV_OPS.qkd(rows, cols, dk, w.q, dk, kh + j0 * a->k_stride[2], a->k_stride[2],
-                              scale, w.s, bk);
-                if (!ac_vis_clear(&vis, 0, n, j0, cols))
-                    mask_tile(&vis, 0, rows, n, j0, cols, w.s, bk);
-                for (int64_t r = 0; r < rows; r++) w.bmax[r] = K->OPS.rowmax(w.s + r * bk, cols);
-                online_update(K, rows, cols, w.s, bk, w.bmax, w.mi, w.li, o, dv, NULL);
-                pv_tile(K, &vis, 0, rows, n, j0, cols, dv, w.s, bk, vh + j0 * a->v_stride[2],
-                        a->v_stride[2], o, dv, -1);
-            }
-            online_finish(rows, w.mi, w.li, o, dv, l_out);
+            if (!w.ws.base || ac_stop_poll(&stop)) continue;
+            const int64_t j_begin = t % nch * chunk;
+            decode_chunk(kern, a, q, k, v, t / (Hkv * nch), t / nch % Hkv, j_begin,
+                         j_begin + chunk < m ? j_begin + chunk : m, &w, part + t * rows * dv,
+                         part_lse + t * rows, &stop);
         }
         ac_team_finish(&stop, &arrived);
-        ac_ws_free(ws, scratch, sizeof(real)); /* after the team meets: a fixed peak */
+        ac_ws_release(&w.ws); /* after the team meets: a fixed peak */
 
         /* pass 2: the chunks of each (batch, kv head) merged into its rows,
          * which are contiguous in out: heads hk·g … hk·g+g-1, n rows each */
@@ -121,6 +133,6 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
             merge_rows(nch, rows, dv, op, dv, lp, 1, out + row0 * dv, dv, lse ? lse + row0 : NULL);
         }
     }
-    ac_ws_free(part, npart > 0 ? npart : 1, sizeof(real));
+    ac_ws_release(&ws);
     return ac_status_of(failed, &stop);
 }

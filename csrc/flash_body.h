@@ -1,6 +1,6 @@
 /* flash_body.h — blockwise attention with the online softmax, FlashAttention-2
- * order.  Instantiated by float32.c (ac_flash_f32), float64.c (ac_flash_f64)
- * and float16.c (ac_flash_f16).
+ * order.  Instantiated by float32.c (ac_flash_f32), float64.c (ac_flash_f64),
+ * float16.c (ac_flash_f16) and bfloat16.c (ac_flash_bf16).
  *
  * The unit of work is one Q block of one head: Q blocks are independent, so
  * they are what the threads share out.  Inside a task the K/V blocks stream
@@ -34,7 +34,17 @@ typedef struct {
     real *mi;   /* (bq) running max */
     real *li;   /* (bq) running sum */
     real *bmax; /* (bq) this tile's row maxima */
+    ac_workspace ws;
 } flash_scratch;
+
+static int flash_scratch_carve(flash_scratch *w, int64_t bq, int64_t bk) {
+    w->ws = (ac_workspace){0};
+    ac_ws_part(&w->ws, &w->s, bq * bk, sizeof(real));
+    ac_ws_part(&w->ws, &w->mi, bq, sizeof(real));
+    ac_ws_part(&w->ws, &w->li, bq, sizeof(real));
+    ac_ws_part(&w->ws, &w->bmax, bq, sizeof(real));
+    return ac_ws_carve(&w->ws) == AC_OK;
+}
 
 /* One task: a Q block of one head, and where its kv head's K and V lie. */
 typedef struct {
@@ -52,9 +62,9 @@ typedef struct {
     int64_t tiles, edges;
 } flash_counts;
 
-static flash_counts flash_block(const ac_kernels *K, const ac_attn_args *a, const ac_vis *vis,
-                                int64_t bk, int64_t psize, const flash_task *t,
-                                flash_scratch *w, ac_stop *stop) {
+static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
+                                const ac_vis *vis, int64_t bk, int64_t psize,
+                                const flash_task *t, flash_scratch *w, ac_stop *stop) {
     const int64_t m = a->m, dv = a->dv, rows = t->rows, i0 = t->i0;
     const int64_t ldq = a->q_stride[2], ldv = a->v_stride[2];
     const real scale = (real)a->scale;
@@ -75,11 +85,11 @@ static flash_counts flash_block(const ac_kernels *K, const ac_attn_args *a, cons
         counts.edges += edge;
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = -INFINITY;
-        K->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk - t->kb0) * psize,
+        kern->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk - t->kb0) * psize,
                   m - j0 < bk ? m - j0 : bk, scale, w->s, bk, edge ? NULL : w->bmax);
         if (edge) { /* a block on the diagonal or the band's edge: mask, then take the maxima */
             mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
-            for (int64_t r = 0; r < rows; r++) w->bmax[r] = K->OPS.rowmax(w->s + r * bk, cols);
+            for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         }
         /* pass 2: online softmax update, row by row, while the next block's
          * K and V are fetched */
@@ -92,10 +102,10 @@ static flash_counts flash_block(const ac_kernels *K, const ac_attn_args *a, cons
             .v_row_bytes = dv * (int64_t)sizeof(kvreal),
             .v_ld_bytes = ldv * (int64_t)sizeof(kvreal),
         };
-        online_update(K, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
+        online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
                       jn < kv_end ? &next : NULL);
         /* pass 3: accumulate P·V */
-        pv_tile(K, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv, t->out,
+        pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv, t->out,
                 dv, t->vfin[j0 / bk - t->kb0]);
     }
     online_finish(rows, w->mi, w->li, t->out, dv, t->lse);
@@ -106,35 +116,29 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
                  real *out, real *lse) {
     int rc = ac_check_attn(a, q, k, v, out, 1);
     if (rc != AC_OK) return rc;
-    const int64_t n = a->n, m = a->m, dv = a->dv, H = a->heads;
+    const int64_t n = a->n, H = a->heads, Hkv = a->kv_heads;
     if (n == 0 || a->batch == 0 || H == 0) return AC_OK;
     if (ac_decode_applies(a)) return decode(a, q, k, v, out, lse);
-    const ac_kernels *K = ac_kernels_active();
+    const int64_t group = H / Hkv; /* query heads per kv head */
+    const ac_kernels *kern = ac_kernels_active();
     int64_t bq, bk;
     ac_tile_sizes(a, (int)sizeof(real), AC_TILES_FLASH, &bq, &bk); /* tiles hold reals */
-    const int64_t Hkv = a->kv_heads, group = H / Hkv, nqb = (n + bq - 1) / bq;
-    const int64_t ntasks = a->batch * H * nqb;
-    /* The K blocks of each batch's band, packed once, up front, in the
-     * parallel region: shared by all Q blocks (and all query heads of a GQA
-     * group).  kb0/kb1: each batch's band of blocks. */
-    int64_t *kb0 = ac_ws_alloc(2 * a->batch, sizeof(int64_t));
-    if (!kb0) return AC_ENOMEM;
-    int64_t *kb1 = kb0 + a->batch;
-    const int64_t nband = band_blocks(a, bk, kb0, kb1);
-    const int64_t psize = ac_kpack_size(K, bk, a->dk), npack = a->batch * Hkv * nband;
-    int64_t scratch, packed;
-    real *kpack = NULL;
-    unsigned char *vfin = NULL; /* is V block t finite? */
-    if (ac_muladd(bq, bk, 3 * bq, &scratch) && ac_mul(npack > 0 ? npack : 1, psize, &packed)) {
-        kpack = ac_ws_alloc(packed, sizeof(real));
-        vfin = ac_ws_alloc(npack > 0 ? npack : 1, 1);
-    }
-    if (!kpack || !vfin) {
-        if (kpack) ac_ws_free(kpack, packed, sizeof(real));
-        if (vfin) ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
-        ac_ws_free(kb0, 2 * a->batch, sizeof(int64_t));
-        return AC_ENOMEM;
-    }
+    const int64_t nqb = (n + bq - 1) / bq, ntasks = a->batch * H * nqb;
+    /* The K blocks of each batch's band [kb0, kb1), packed once, up front, by
+     * the team: shared by all Q blocks (and all query heads of a GQA group);
+     * beside them, whether each V block is finite (pv_tile). */
+    const int64_t nband = band_blocks(a, bk, NULL, NULL), nslots = a->batch * Hkv * nband;
+    const int64_t psize = ac_kpack_size(kern, bk, a->dk);
+    int64_t *kb0, *kb1;
+    real *kpack;
+    unsigned char *vfin;
+    ac_workspace ws = {0};
+    ac_ws_part(&ws, &kb0, a->batch, sizeof *kb0);
+    ac_ws_part(&ws, &kb1, a->batch, sizeof *kb1);
+    ac_ws_part(&ws, &kpack, ac_product(nslots, psize), sizeof *kpack);
+    ac_ws_part(&ws, &vfin, nslots, sizeof *vfin);
+    if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
+    band_blocks(a, bk, kb0, kb1);
     int failed = 0;
     ac_stop stop;
     ac_stop_init(&stop, a);
@@ -144,44 +148,32 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
 
     #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
     {
-        pack_band(K, a, k, a->k_stride, a->dk, bk, psize, kb0, kb1, nband, kpack, &stop);
-        #pragma omp for schedule(static) nowait
-        for (int64_t t = 0; t < npack; t++) {
-            const int64_t b = t / (Hkv * nband), j0 = (kb0[b] + t % nband) * bk;
-            if (j0 >= kb1[b] * bk || ac_stop_poll(&stop)) continue;
-            const int64_t cols = m - j0 < bk ? m - j0 : bk;
-            const kvreal *vh = kv_head(v, a->v_stride, b, t / nband % Hkv);
-            vfin[t] = (unsigned char)all_finite(vh + j0 * a->v_stride[2], cols, dv,
-                                                a->v_stride[2]);
-        }
+        pack_band(kern, a, k, a->k_stride, a->dk, bk, psize, kb0, kb1, nband, kpack, &stop);
+        finite_band(a, v, bk, kb0, kb1, nband, vfin, &stop);
         ac_team_finish(&stop, &arrived_prep);
-        real *s = ac_ws_alloc(scratch, sizeof(real));
-        if (!s) {
-            #pragma omp atomic write
-            failed = 1;
-        }
-        flash_scratch w = {s, s + bq * bk, s + bq * bk + bq, s + bq * bk + 2 * bq};
+        flash_scratch w;
+        if (!flash_scratch_carve(&w, bq, bk)) ac_team_failed(&failed);
         /* dynamic: causal blocks differ in cost; the last Q blocks (the most
          * keys) are handed out first so no thread is left with them at the end */
         #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t t = 0; t < ntasks; t++) {
-            if (!s || ac_stop_poll(&stop)) continue;
-            const int64_t hb = t / nqb, qblk = nqb - 1 - t % nqb;
-            const int64_t b = hb / H, h = hb % H, hk = h / group, i0 = qblk * bq;
+            if (!w.ws.base || ac_stop_poll(&stop)) continue;
+            const int64_t hb = t / nqb, b = hb / H, h = hb % H, hk = h / group;
+            const int64_t i0 = (nqb - 1 - t % nqb) * bq, slot0 = (b * Hkv + hk) * nband;
             const flash_task task = {
                 .i0 = i0,
                 .rows = n - i0 < bq ? n - i0 : bq,
                 .q = q_head(q, a->q_stride, b, h) + i0 * a->q_stride[2],
-                .kp = kpack + (b * Hkv + hk) * nband * psize,
+                .kp = kpack + slot0 * psize,
                 .v = kv_head(v, a->v_stride, b, hk),
-                .vfin = vfin + (b * Hkv + hk) * nband,
+                .vfin = vfin + slot0,
                 .kb0 = kb0[b],
-                .out = out + (hb * n + i0) * dv,
+                .out = out + (hb * n + i0) * a->dv,
                 .lse = lse ? lse + hb * n + i0 : NULL,
             };
             ac_vis vis;
             ac_vis_init(&vis, a, b, h);
-            const flash_counts c = flash_block(K, a, &vis, bk, psize, &task, &w, &stop);
+            const flash_counts c = flash_block(kern, a, &vis, bk, psize, &task, &w, &stop);
             if (a->block_counts) {
                 #pragma omp atomic
                 a->block_counts[0] += c.tiles;
@@ -190,10 +182,8 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
             }
         }
         ac_team_finish(&stop, &arrived);
-        ac_ws_free(s, scratch, sizeof(real)); /* after the team meets: a fixed peak */
+        ac_ws_release(&w.ws); /* after the team meets: a fixed peak */
     }
-    ac_ws_free(kpack, packed, sizeof(real));
-    ac_ws_free(vfin, npack > 0 ? npack : 1, 1);
-    ac_ws_free(kb0, 2 * a->batch, sizeof(int64_t));
+    ac_ws_release(&ws);
     return ac_status_of(failed, &stop);
 }

@@ -13,8 +13,8 @@
 #define real float                 /* q, the outputs and the arithmetic */
 #define kvreal float               /* how K and V are stored */
 #define KV_TO_REAL(x) (x)          /* one stored K/V value as a real */
-#define OPS f32                    /* K->f32: the kernels on reals */
-#define KV_OPS kv_f32              /* K->kv_f32: the kernels that load K and V */
+#define OPS f32                    /* kern->f32: the kernels on reals */
+#define KV_OPS kv_f32              /* kern->kv_f32: the kernels that load K and V */
 #define FN(name) name##_f32        /* the public names */
 
 #include "tiles_body.h"

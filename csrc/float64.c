@@ -13,8 +13,8 @@
 #define real double                /* q, the outputs and the arithmetic */
 #define kvreal double              /* how K and V are stored */
 #define KV_TO_REAL(x) (x)          /* one stored K/V value as a real */
-#define OPS f64                    /* K->f64: the kernels on reals */
-#define KV_OPS kv_f64              /* K->kv_f64: the kernels that load K and V */
+#define OPS f64                    /* kern->f64: the kernels on reals */
+#define KV_OPS kv_f64              /* kern->kv_f64: the kernels that load K and V */
 #define FN(name) name##_f64        /* the public names */
 
 #include "tiles_body.h"

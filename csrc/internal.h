@@ -4,9 +4,11 @@
  *
  * The algorithms are written once each as a body (flash_body.h, ...) over an
  * element type `real` and a K/V storage type `kvreal`; the per-type units
- * float32.c, float64.c and float16.c instantiate them and list the names
- * they define.  An ISA file (kern_scalar.c, kern_avx2.c, ...) fills in the
- * kernel table below; adding an ISA means one file and one line in runtime.c.
+ * float32.c, float64.c, float16.c and bfloat16.c instantiate them and list
+ * the names they define.  An ISA file (kern_scalar.c, kern_avx2.c, ...)
+ * fills in the kernel table below, its own supported() check included;
+ * adding an ISA means that one file and one entry in runtime.c's list
+ * (AC_ISA_LIST), which is also the list Python reads (attncore._isa).
  */
 #ifndef ATTNCORE_INTERNAL_H
 #define ATTNCORE_INTERNAL_H
@@ -23,10 +25,11 @@
 #endif
 
 /* The inner loops one ISA provides.  Each set is written for one element
- * type; the algorithm bodies reach them as K->OPS (the kernels on reals
- * alone: scores and softmax) and K->KV_OPS (the loaders of K and V), where
- * the per-type unit names OPS and KV_OPS.  A float16 cache is nothing but
- * another KV_OPS set: the algorithm reads "a K row as float32" either way.
+ * type; the algorithm bodies reach them as kern->OPS (the kernels on reals
+ * alone: scores and softmax) and kern->KV_OPS (the loaders of K and V), where
+ * `kern` is the kernel table in use and the per-type unit names OPS and
+ * KV_OPS.  A float16 or bfloat16 cache is nothing but another KV_OPS set:
+ * the algorithm reads "a K row as float32" either way.
  *
  * qk:     s[r*lds + c] = scale * <q_r, k_c> for the first bk keys of a block
  *         packed from pbk keys (bk <= pbk)                       S tile (bq, bk)
@@ -59,8 +62,9 @@ typedef struct {
  * pv:     o[r*ldo + c] += sum_j p[r*ldp + j] * v[j*ldv + c]  O tile (bq, dv),
  *         plain IEEE arithmetic (0 · NaN is NaN): the algorithms keep masked
  *         keys out where that matters.
- * The float16 set converts K and V as it loads them (F16C / AVX-512 in the
- * SIMD sets, exactly) and computes in float32. */
+ * The float16 and bfloat16 sets convert K and V as they load them (exactly:
+ * F16C, AVX-512 or NEON conversions for float16, a 16-bit shift for
+ * bfloat16) and compute in float32. */
 typedef struct {
     void (*pack)(int64_t bk, int64_t d, const float *k, int64_t ldk, float *kp);
     void (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *k,
@@ -87,6 +91,10 @@ typedef struct { /* 16-bit K and V (float16 or bfloat16, as uint16), float32 ari
 
 typedef struct {
     const char *name;
+    /* Can this CPU run the set?  NULL where the set is not compiled for this
+     * target (an x86 set in an aarch64 build): never chosen.  Compiled
+     * without the set's own target flags, so it runs on any CPU. */
+    int (*supported)(void);
     int64_t block_q, block_k; /* default tile sizes for this ISA (float32) */
     int64_t kt_pad;           /* a packed block holds d * round_up(bk, kt_pad) values */
     ac_ops_f32 f32;
@@ -100,10 +108,23 @@ typedef struct {
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
 } ac_kernels;
 
-extern const ac_kernels ac_kernels_scalar;
-extern const ac_kernels ac_kernels_avx2;
-extern const ac_kernels ac_kernels_avx512;
-extern const ac_kernels ac_kernels_neon;
+/* The kernel sets of a table whose ISA file names its functions
+ * <kernel>_<isa>_<type>, as every kern_*.c does: AC_KERNEL_SETS(avx2) fills
+ * .f32 with qk_avx2_f32, rowmax_avx2_f32, expsum_avx2_f32, and so on. */
+#define AC_KERNEL_SETS(isa)                                                                 \
+    .f32 = {.qk = qk_##isa##_f32, .rowmax = rowmax_##isa##_f32, .expsum = expsum_##isa##_f32}, \
+    .f64 = {.qk = qk_##isa##_f64, .rowmax = rowmax_##isa##_f64, .expsum = expsum_##isa##_f64}, \
+    .kv_f32 = {.pack = pack_##isa##_f32, .qkd = qkd_##isa##_f32, .pv = pv_##isa##_f32},       \
+    .kv_f64 = {.pack = pack_##isa##_f64, .qkd = qkd_##isa##_f64, .pv = pv_##isa##_f64},       \
+    .kv_f16 = {.pack = pack_##isa##_f16, .qkd = qkd_##isa##_f16, .pv = pv_##isa##_f16},       \
+    .kv_bf16 = {.pack = pack_##isa##_bf16, .qkd = qkd_##isa##_bf16, .pv = pv_##isa##_bf16},   \
+    .fma_probe = fma_probe_##isa##_f32, .read_probe = read_probe_##isa##_f32
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/* F16C (the float16 conversions the x86 sets use), read from CPUID: clang's
+ * __builtin_cpu_supports does not know it. */
+int ac_cpu_has_f16c(void);
+#endif
 
 /* IEEE half -> float, exactly (subnormals, inf and NaN included). */
 static inline float ac_half_to_float(uint16_t h) {
@@ -163,19 +184,52 @@ static inline void ac_prefetch_share(const ac_ahead_block *nx, int64_t r, int64_
         ac_prefetch_bytes(nx->v + j * nx->v_ld_bytes, nx->v_row_bytes);
 }
 
-/* Values in one packed K block of up to bk keys of dimension d. */
-static inline int64_t ac_kpack_size(const ac_kernels *K, int64_t bk, int64_t d) {
-    int64_t pad = K->kt_pad > 0 ? K->kt_pad : 1;
+/* Values in one packed K (or V) block of up to bk keys of dimension d. */
+static inline int64_t ac_kpack_size(const ac_kernels *kern, int64_t bk, int64_t d) {
+    int64_t pad = kern->kt_pad > 0 ? kern->kt_pad : 1;
     return ((bk + pad - 1) / pad) * pad * (d > 0 ? d : 1);
 }
 
 /* The table in use (never NULL). */
 const ac_kernels *ac_kernels_active(void);
 
-/* Workspace: counted allocations.  ac_ws_alloc returns NULL on overflow or
- * failure; ac_ws_free takes the size it was given. */
+/* ---- workspace -----------------------------------------------------------
+ * Every buffer the core allocates for itself is counted, so that callers can
+ * read the peak (ac_workspace_peak).  ac_ws_alloc returns NULL on overflow or
+ * failure; ac_ws_free takes the size it was given.
+ *
+ * A driver that needs several buffers names them as the parts of one
+ * workspace, allocated together: one check for every size, one free.
+ *
+ *     ac_workspace ws = {0};
+ *     real *kpack;
+ *     unsigned char *vfin;
+ *     ac_ws_part(&ws, &kpack, npack * psize, sizeof *kpack);
+ *     ac_ws_part(&ws, &vfin, npack, sizeof *vfin);
+ *     if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
+ *     ...
+ *     ac_ws_release(&ws);
+ *
+ * ac_ws_part takes the address of the pointer to set; ac_ws_carve makes one
+ * allocation and points each part at its share, every part on a 64-byte
+ * boundary (the SIMD kernels may use aligned tiles).  A size that overflows,
+ * or a failed allocation, makes ac_ws_carve return AC_ENOMEM and hold
+ * nothing; ac_ws_release is then harmless. */
 void *ac_ws_alloc(int64_t count, int64_t elem_size);
 void ac_ws_free(void *p, int64_t count, int64_t elem_size);
+
+#define AC_WS_MAX_PARTS 6
+typedef struct {
+    void *dst[AC_WS_MAX_PARTS]; /* where each part's pointer goes (a `T **`) */
+    int64_t offset[AC_WS_MAX_PARTS];
+    int parts;
+    int overflow;  /* a size did not fit in int64_t, or too many parts */
+    int64_t bytes; /* the total so far, each part rounded up to 64 bytes */
+    void *base;
+} ac_workspace;
+void ac_ws_part(ac_workspace *ws, void *ptr_addr, int64_t count, int64_t elem_size);
+int ac_ws_carve(ac_workspace *ws);
+void ac_ws_release(ac_workspace *ws);
 
 /* Shared checks of an ac_attn_args; need_v = 0 for the score table alone. */
 int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const void *v,
@@ -211,6 +265,12 @@ static inline int ac_stopped(ac_stop *s) {
 static inline int ac_mul(int64_t a, int64_t b, int64_t *r) {
     if (a < 0 || b < 0) return 0;
     return !__builtin_mul_overflow(a, b, r);
+}
+
+/* a*b, or -1 (which ac_ws_part refuses) on overflow or a negative operand. */
+static inline int64_t ac_product(int64_t a, int64_t b) {
+    int64_t r;
+    return ac_mul(a, b, &r) ? r : -1;
 }
 
 /* a*b + c into *r, 0 on overflow or a negative operand. */
@@ -268,6 +328,13 @@ static inline int ac_vis_clear(const ac_vis *v, int64_t i0, int64_t rows, int64_
     return !v->mask && j0 >= ac_vis_lo(v, i0 + rows - 1) && j0 + cols <= ac_vis_hi(v, i0);
 }
 
+/* A thread of a team that could not get its scratch: it skips its tasks, and
+ * the call returns AC_ENOMEM. */
+static inline void ac_team_failed(int *failed) {
+    #pragma omp atomic write
+    *failed = 1;
+}
+
 /* The status a kernel returns once its parallel region is over: a failed
  * allocation first, then a stop asked by the interrupt hook. */
 static inline int ac_status_of(int failed, ac_stop *stop) {
@@ -275,7 +342,9 @@ static inline int ac_status_of(int failed, ac_stop *stop) {
 }
 
 /* ---- tile sizes ----------------------------------------------------------
- * The one place tile sizes are decided (runtime.c).  A caller's block_q /
+ * The blockwise and table tiles are decided in runtime.c; the split-KV
+ * decode and the merge have fixed ones (AC_DECODE_TILE_KEYS,
+ * AC_MERGE_CHUNK_ROWS below).  A caller's block_q /
  * block_k of 0 means "the tuned default": the ISA table's, with float64
  * keys per tile halved (a tile holds half the values in the same bytes);
  * AC_TILES_FLASH also halves both for a narrow window, and both blockwise
@@ -291,7 +360,11 @@ void ac_tile_sizes(const ac_attn_args *a, int real_bytes, ac_tiles_use use, int6
 #define AC_DECODE_MAX_ROWS 32
 #define AC_DECODE_MIN_CHUNK 256
 #define AC_DECODE_TASKS 16 /* tasks a decode step aims for (4 each for 4 threads) */
+#define AC_DECODE_TILE_KEYS 512 /* keys per score tile inside a decode chunk */
 int ac_decode_applies(const ac_attn_args *a);
+
+/* Rows a thread merges at a time in ac_merge (merge_body.h). */
+#define AC_MERGE_CHUNK_ROWS 256
 
 /* The team a parallel region asks for: nt, or the OpenMP default for nt <= 0,
  * and 1 in a child made by fork() after this process ran a team of several

@@ -2,7 +2,8 @@
  * vector, 16 vector registers.
  *
  * Compiled for AVX2/FMA/F16C by the target pragma, called only after
- * runtime.c has seen the CPU support all three.  Register tiles: Q·Kᵀ 6 rows
+ * avx2_supported (at the end, outside the pragma) has seen the CPU support
+ * all three.  Register tiles: Q·Kᵀ 6 rows
  * × 2 vectors and P·V 6 rows × 2 vectors (12 accumulators + 2 loads + 1
  * broadcast).
  * AVX2 has no scalef, so exp builds 2^n from exponent bits: for a softmax's
@@ -11,9 +12,10 @@
  *
  * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
  * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
- * pv), included below once per element type, and kern_simd_kv.h once more
- * for a float16 cache.  The table at the end names every function they
- * define (qk_avx2_f32, pack_avx2_f16, ...).
+ * pv), included below once per element type, and kern_simd_kv.h twice more
+ * for the 16-bit caches (float16, bfloat16); kern_simd_undef.h ends each
+ * element type's section.  The table at the end takes every function they
+ * define (qk_avx2_f32, pack_avx2_f16, ...) by AC_KERNEL_SETS (internal.h).
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #if defined(__clang__) /* clang has no target pragma, but applies an attribute to a region */
@@ -179,40 +181,7 @@ AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 #define V_LOADU_KV(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KV_TO_REAL(x) ac_bf16_to_float(x)
 #include "kern_simd_kv.h"
-#undef kvreal
-#undef V_LOADU_KV
-#undef KV_TO_REAL
-#undef real
-#undef FN
-#undef VT
-#undef VL
-#undef V_LOADU
-#undef V_STOREU
-#undef V_SET1
-#undef V_ZERO
-#undef V_FMA
-#undef V_MUL
-#undef V_ADD
-#undef V_SUB
-#undef V_MAX
-#undef V_MIN
-#undef V_HMAX
-#undef V_HSUM
-#undef V_HSUM8
-#undef VN_T
-#undef VN_INIT
-#undef VN_ACC
-#undef VN_ANY
-#undef V_ROUND
-#undef V_EXP_FINISH
-#undef V_EXP_FAST_OK
-#undef V_EXP_FAST_FINISH
-#undef EXP_LO
-#undef EXP_HI
-#undef LN2_HI
-#undef LN2_LO
-#undef LOG2E
-#undef EXP_DEG
+#include "kern_simd_undef.h"
 
 /* ---- float64 ---- */
 #define real double
@@ -236,6 +205,7 @@ AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 #define VN_ACC(acc, v) _mm256_or_pd((acc), _mm256_cmp_pd((v), (v), _CMP_UNORD_Q))
 #define VN_ANY(acc) (_mm256_movemask_pd(acc) != 0)
 #define V_ROUND(x) _mm256_round_pd((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_EXP_CLAMP(x) V_MIN(V_MAX((x), V_SET1(EXP_LO)), V_SET1(EXP_HI))
 #define V_EXP_FINISH exp_finish_f64
 #define V_EXP_FAST_OK exp_fast_ok_f64
 #define V_EXP_FAST_FINISH exp_fast_finish_f64
@@ -251,29 +221,33 @@ AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 #include "kern_simd_ops.h"
 #include "kern_simd_kv.h"
 
-const ac_kernels ac_kernels_avx2 = {
-    .name = "avx2",
-    /* 128×128 float32 tiles: the S tile (64 KiB) and a K and a V block at
-     * d = 64 (32 KiB each) stay in the 1 MiB L2 while the Q block's rows
-     * cycle through L1.  Measured against 64 and 256 on both sides with
-     * B=1, H=8, d=64/128, n=1024-4096: 128×128 was within 3% of the best
-     * everywhere, 64×64 up to 12% slower. */
-    .block_q = 128,
-    .block_k = 128,
-    .kt_pad = QK_C * 8,
-    .f32 = {.qk = qk_avx2_f32, .rowmax = rowmax_avx2_f32, .expsum = expsum_avx2_f32},
-    .f64 = {.qk = qk_avx2_f64, .rowmax = rowmax_avx2_f64, .expsum = expsum_avx2_f64},
-    .kv_f32 = {.pack = pack_avx2_f32, .qkd = qkd_avx2_f32, .pv = pv_avx2_f32},
-    .kv_f64 = {.pack = pack_avx2_f64, .qkd = qkd_avx2_f64, .pv = pv_avx2_f64},
-    .kv_f16 = {.pack = pack_avx2_f16, .qkd = qkd_avx2_f16, .pv = pv_avx2_f16},
-    .kv_bf16 = {.pack = pack_avx2_bf16, .qkd = qkd_avx2_bf16, .pv = pv_avx2_bf16},
-    .fma_probe = fma_probe_avx2_f32, .read_probe = read_probe_avx2_f32,
-};
+#include "kern_simd_undef.h"
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
+
+/* Outside the target region: it runs on any x86 CPU, to ask whether this
+ * one may run the rest. */
+static int avx2_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && ac_cpu_has_f16c();
+}
+
+const ac_kernels ac_kernels_avx2 = {
+    .name = "avx2",
+    .supported = avx2_supported,
+    /* 128×128 float32 tiles: the S tile (64 KiB) and a K and a V block at
+     * d = 64 (32 KiB each) stay in the 1 MiB L2 while the Q block's rows
+     * cycle through L1.  Measured against 64 and 256 on both sides with
+     * B=1, H=8, d=64/128, n=1024-4096: 128×128 was within 3% of the best
+     * everywhere, 64×64 up to 12% slower. */
+    .block_q = 128, .block_k = 128,
+    .kt_pad = QK_C * 8,
+    AC_KERNEL_SETS(avx2),
+};
 
 #else
 #include "internal.h"

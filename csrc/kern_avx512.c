@@ -1,8 +1,9 @@
 /* kern_avx512.c — the micro-kernels for AVX-512 (F, DQ): 16 floats or 8
  * doubles a vector, 32 vector registers.
  *
- * Every function in this file is compiled for AVX-512 by the target pragma
- * and is only ever called after runtime.c has seen the CPU support it.
+ * Every kernel in this file is compiled for AVX-512 by the target pragma
+ * and is only ever called after avx512_supported (at the end, outside the
+ * pragma) has seen the CPU support it.
  * Register tiles: Q·Kᵀ and P·V both 6 rows × 4 vectors (24 accumulators + 4
  * K or V vectors + 1 broadcast).  Q·Kᵀ at 8 rows × 2 vectors, one broadcast a
  * pair of FMAs, ran at 77 % of a Zen 4 core's FMA roof (tools/kernel_timing.c,
@@ -10,9 +11,10 @@
  *
  * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
  * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
- * pv), included below once per element type, and kern_simd_kv.h once more
- * for a float16 cache.  The table at the end names every function they
- * define (qk_avx512_f32, pack_avx512_f16, ...).
+ * pv), included below once per element type, and kern_simd_kv.h twice more
+ * for the 16-bit caches (float16, bfloat16); kern_simd_undef.h ends each
+ * element type's section.  The table at the end takes every function they
+ * define (qk_avx512_f32, pack_avx512_f16, ...) by AC_KERNEL_SETS (internal.h).
  */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #if defined(__clang__) /* clang has no target pragma, but applies an attribute to a region */
@@ -32,9 +34,6 @@
 #define QKD_ACC 16   /* accumulators of qkd's register tile: few rows × keys */
 #define PV_FEW_ACC 24 /* accumulators of pv's tile for a few rows (decode) */
 #define PV_C 4
-#define VN_T __mmask16
-#define VN_INIT ((__mmask16)0)
-#define VN_ANY(acc) ((acc) != 0)
 
 /* ---- float32 ---- */
 #define real float
@@ -53,7 +52,10 @@
 #define V_MIN _mm512_min_ps
 #define V_HMAX _mm512_reduce_max_ps
 #define V_HSUM _mm512_reduce_add_ps
+#define VN_T __mmask16
+#define VN_INIT ((__mmask16)0)
 #define VN_ACC(acc, v) ((acc) | _mm512_cmp_ps_mask((v), (v), _CMP_UNORD_Q))
+#define VN_ANY(acc) ((acc) != 0)
 #define V_ROUND(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define V_EXP_CLAMP(x) (x)
 /* scalef is p·2^n with the exponent handled in hardware: no bit tricks, no
@@ -94,40 +96,9 @@
 #define V_LOADU_KV(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define KV_TO_REAL(x) ac_bf16_to_float(x)
 #include "kern_simd_kv.h"
-#undef kvreal
-#undef V_LOADU_KV
-#undef KV_TO_REAL
-#undef real
-#undef FN
-#undef VT
-#undef VL
-#undef V_LOADU
-#undef V_STOREU
-#undef V_SET1
-#undef V_ZERO
-#undef V_FMA
-#undef V_MUL
-#undef V_ADD
-#undef V_SUB
-#undef V_MAX
-#undef V_MIN
-#undef V_HMAX
-#undef V_HSUM
-#undef VN_ACC
-#undef V_ROUND
-#undef V_EXP_FINISH
-#undef EXP_LO
-#undef EXP_HI
-#undef LN2_HI
-#undef LN2_LO
-#undef LOG2E
-#undef EXP_DEG
-#undef VN_T
-#undef VN_INIT
+#include "kern_simd_undef.h"
 
 /* ---- float64 ---- */
-#define VN_T __mmask8
-#define VN_INIT ((__mmask8)0)
 #define real double
 #define FN(x) x##_avx512_f64
 #define VT __m512d
@@ -144,8 +115,12 @@
 #define V_MIN _mm512_min_pd
 #define V_HMAX _mm512_reduce_max_pd
 #define V_HSUM _mm512_reduce_add_pd
+#define VN_T __mmask8
+#define VN_INIT ((__mmask8)0)
 #define VN_ACC(acc, v) ((acc) | _mm512_cmp_pd_mask((v), (v), _CMP_UNORD_Q))
+#define VN_ANY(acc) ((acc) != 0)
 #define V_ROUND(x) _mm512_roundscale_pd((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define V_EXP_CLAMP(x) (x)
 #define V_EXP_FINISH(p, n, x)                                                                 \
     _mm512_mask_blend_pd(_mm512_cmp_pd_mask((x), V_SET1(EXP_LO), _CMP_LT_OQ),                 \
                          _mm512_mask_blend_pd(_mm512_cmp_pd_mask((x), V_SET1(EXP_HI), _CMP_GT_OQ), \
@@ -163,29 +138,34 @@
 #include "kern_simd_ops.h"
 #include "kern_simd_kv.h"
 
-const ac_kernels ac_kernels_avx512 = {
-    .name = "avx512",
-    /* 128×128 float32 tiles: the S tile (64 KiB) and a K and a V block at
-     * d = 64 (32 KiB each) stay in the 1 MiB L2 while the Q block's rows
-     * cycle through L1.  Measured against 64 and 256 on both sides with
-     * B=1, H=8, d=64/128, n=1024-4096: 128×128 was within 3% of the best
-     * everywhere, 64×64 up to 12% slower. */
-    .block_q = 128,
-    .block_k = 128,
-    .kt_pad = QK_C * 16,
-    .f32 = {.qk = qk_avx512_f32, .rowmax = rowmax_avx512_f32, .expsum = expsum_avx512_f32},
-    .f64 = {.qk = qk_avx512_f64, .rowmax = rowmax_avx512_f64, .expsum = expsum_avx512_f64},
-    .kv_f32 = {.pack = pack_avx512_f32, .qkd = qkd_avx512_f32, .pv = pv_avx512_f32},
-    .kv_f64 = {.pack = pack_avx512_f64, .qkd = qkd_avx512_f64, .pv = pv_avx512_f64},
-    .kv_f16 = {.pack = pack_avx512_f16, .qkd = qkd_avx512_f16, .pv = pv_avx512_f16},
-    .kv_bf16 = {.pack = pack_avx512_bf16, .qkd = qkd_avx512_bf16, .pv = pv_avx512_bf16},
-    .fma_probe = fma_probe_avx512_f32, .read_probe = read_probe_avx512_f32,
-};
+#include "kern_simd_undef.h"
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
+
+/* Outside the target region: it runs on any x86 CPU, to ask whether this
+ * one may run the rest. */
+static int avx512_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && ac_cpu_has_f16c();
+}
+
+const ac_kernels ac_kernels_avx512 = {
+    .name = "avx512",
+    .supported = avx512_supported,
+    /* 128×128 float32 tiles: the S tile (64 KiB) and a K and a V block at
+     * d = 64 (32 KiB each) stay in the 1 MiB L2 while the Q block's rows
+     * cycle through L1.  Measured against 64 and 256 on both sides with
+     * B=1, H=8, d=64/128, n=1024-4096: 128×128 was within 3% of the best
+     * everywhere, 64×64 up to 12% slower. */
+    .block_q = 128, .block_k = 128,
+    .kt_pad = QK_C * 16,
+    AC_KERNEL_SETS(avx512),
+};
 
 #else /* not x86 with GCC/Clang: the table exists but the CPU check never picks it */
 #include "internal.h"

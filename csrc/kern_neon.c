@@ -19,9 +19,10 @@
  *
  * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
  * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
- * pv), included below once per element type, and kern_simd_kv.h once more
- * for each 16-bit cache.  The table at the end names every function they
- * define (qk_neon_f32, pack_neon_f16, ...).
+ * pv), included below once per element type, and kern_simd_kv.h twice more
+ * for the 16-bit caches (float16, bfloat16); kern_simd_undef.h ends each
+ * element type's section.  The table at the end takes every function they
+ * define (qk_neon_f32, pack_neon_f16, ...) by AC_KERNEL_SETS (internal.h).
  */
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
 #include <arm_neon.h>
@@ -98,9 +99,6 @@ static inline uint32x4_t nan_acc_f32(uint32x4_t acc, float32x4_t v) {
 static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
     return vorrq_u32(acc, vmvnq_u32(vreinterpretq_u32_u64(vceqq_f64(v, v))));
 }
-#define VN_T uint32x4_t
-#define VN_INIT vdupq_n_u32(0)
-#define VN_ANY(acc) mask_any_u32(acc)
 
 /* ---- float32 ---- */
 #define real float
@@ -119,7 +117,10 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #define V_MIN vminq_f32
 #define V_HMAX vmaxvq_f32
 #define V_HSUM vaddvq_f32
+#define VN_T uint32x4_t
+#define VN_INIT vdupq_n_u32(0)
 #define VN_ACC nan_acc_f32
+#define VN_ANY(acc) mask_any_u32(acc)
 #define V_ROUND vrndnq_f32
 #define V_EXP_CLAMP(x) V_MIN(V_MAX((x), V_SET1(EXP_LO)), V_SET1(EXP_HI))
 #define V_EXP_FINISH exp_finish_f32
@@ -156,37 +157,7 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #define V_LOADU_KV(p) vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(p)), 16))
 #define KV_TO_REAL(x) ac_bf16_to_float(x)
 #include "kern_simd_kv.h"
-#undef kvreal
-#undef V_LOADU_KV
-#undef KV_TO_REAL
-#undef real
-#undef FN
-#undef VT
-#undef VL
-#undef V_LOADU
-#undef V_STOREU
-#undef V_SET1
-#undef V_ZERO
-#undef V_FMA
-#undef V_MUL
-#undef V_ADD
-#undef V_SUB
-#undef V_MAX
-#undef V_MIN
-#undef V_HMAX
-#undef V_HSUM
-#undef VN_ACC
-#undef V_ROUND
-#undef V_EXP_CLAMP
-#undef V_EXP_FINISH
-#undef V_EXP_FAST_OK
-#undef V_EXP_FAST_FINISH
-#undef EXP_LO
-#undef EXP_HI
-#undef LN2_HI
-#undef LN2_LO
-#undef LOG2E
-#undef EXP_DEG
+#include "kern_simd_undef.h"
 
 /* ---- float64 ---- */
 #define real double
@@ -205,7 +176,10 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #define V_MIN vminq_f64
 #define V_HMAX vmaxvq_f64
 #define V_HSUM vaddvq_f64
+#define VN_T uint32x4_t
+#define VN_INIT vdupq_n_u32(0)
 #define VN_ACC nan_acc_f64
+#define VN_ANY(acc) mask_any_u32(acc)
 #define V_ROUND vrndnq_f64
 #define V_EXP_CLAMP(x) V_MIN(V_MAX((x), V_SET1(EXP_LO)), V_SET1(EXP_HI))
 #define V_EXP_FINISH exp_finish_f64
@@ -223,21 +197,20 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #include "kern_simd_ops.h"
 #include "kern_simd_kv.h"
 
+#include "kern_simd_undef.h"
+
+/* NEON is part of every AArch64 CPU. */
+static int neon_supported(void) { return 1; }
+
 const ac_kernels ac_kernels_neon = {
     .name = "neon",
+    .supported = neon_supported,
     /* 128×128 float32 tiles, as on x86: the S tile (64 KiB) and a K and a V
      * block at d = 64 (32 KiB each) fit the 1 MiB L2 of a Neoverse N1 and
      * the larger ones of Apple's cores.  Not tuned on ARM hardware. */
-    .block_q = 128,
-    .block_k = 128,
+    .block_q = 128, .block_k = 128,
     .kt_pad = QK_C * 4,
-    .f32 = {.qk = qk_neon_f32, .rowmax = rowmax_neon_f32, .expsum = expsum_neon_f32},
-    .f64 = {.qk = qk_neon_f64, .rowmax = rowmax_neon_f64, .expsum = expsum_neon_f64},
-    .kv_f32 = {.pack = pack_neon_f32, .qkd = qkd_neon_f32, .pv = pv_neon_f32},
-    .kv_f64 = {.pack = pack_neon_f64, .qkd = qkd_neon_f64, .pv = pv_neon_f64},
-    .kv_f16 = {.pack = pack_neon_f16, .qkd = qkd_neon_f16, .pv = pv_neon_f16},
-    .kv_bf16 = {.pack = pack_neon_bf16, .qkd = qkd_neon_bf16, .pv = pv_neon_bf16},
-    .fma_probe = fma_probe_neon_f32, .read_probe = read_probe_neon_f32,
+    AC_KERNEL_SETS(neon),
 };
 
 #else /* not aarch64: the table exists but the CPU check never picks it */

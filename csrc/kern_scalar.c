@@ -9,6 +9,7 @@
  *   pack_scalar_f32, qkd_scalar_f32, pv_scalar_f32      kern_scalar_kv.h
  *   pack_scalar_f64, qkd_scalar_f64, pv_scalar_f64      kern_scalar_kv.h
  *   pack_scalar_f16, qkd_scalar_f16, pv_scalar_f16      kern_scalar_kv.h (float16 K/V)
+ *   pack_scalar_bf16, qkd_scalar_bf16, pv_scalar_bf16   kern_scalar_kv.h (bfloat16 K/V)
  *   qk_scalar_f32, rowmax_scalar_f32, expsum_scalar_f32  kern_scalar_ops.h
  *   qk_scalar_f64, rowmax_scalar_f64, expsum_scalar_f64  kern_scalar_ops.h
  */
@@ -62,7 +63,7 @@
  * compiler without vector instructions can keep in flight.  Multiply and
  * add, not fmaf: the baseline instruction set has no FMA, and fmaf would be
  * a library call. */
-static float fma_probe_scalar(int64_t iters, int64_t *flops) {
+static float fma_probe_scalar_f32(int64_t iters, int64_t *flops) {
     float acc[8];
     for (int c = 0; c < 8; c++) acc[c] = (float)c;
     for (int64_t i = 0; i < iters; i++)
@@ -73,7 +74,7 @@ static float fma_probe_scalar(int64_t iters, int64_t *flops) {
     return s;
 }
 
-static float read_probe_scalar(const float *x, int64_t n) {
+static float read_probe_scalar_f32(const float *x, int64_t n) {
     float s[8] = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -82,17 +83,13 @@ static float read_probe_scalar(const float *x, int64_t n) {
     return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }
 
+/* Plain C runs anywhere. */
+static int scalar_supported(void) { return 1; }
+
 const ac_kernels ac_kernels_scalar = {
     .name = "scalar",
-    .block_q = 64,
-    .block_k = 64,
+    .supported = scalar_supported,
+    .block_q = 64, .block_k = 64,
     .kt_pad = 1,
-    .f32 = {.qk = qk_scalar_f32, .rowmax = rowmax_scalar_f32, .expsum = expsum_scalar_f32},
-    .f64 = {.qk = qk_scalar_f64, .rowmax = rowmax_scalar_f64, .expsum = expsum_scalar_f64},
-    .kv_f32 = {.pack = pack_scalar_f32, .qkd = qkd_scalar_f32, .pv = pv_scalar_f32},
-    .kv_f64 = {.pack = pack_scalar_f64, .qkd = qkd_scalar_f64, .pv = pv_scalar_f64},
-    .kv_f16 = {.pack = pack_scalar_f16, .qkd = qkd_scalar_f16, .pv = pv_scalar_f16},
-    .kv_bf16 = {.pack = pack_scalar_bf16, .qkd = qkd_scalar_bf16, .pv = pv_scalar_bf16},
-    .fma_probe = fma_probe_scalar,
-    .read_probe = read_probe_scalar,
+    AC_KERNEL_SETS(scalar),
 };

@@ -18,8 +18,12 @@
  *                       ok is true may skip the clamp and finish the cheap way
  *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
  *   QK_R QK_C PV_R PV_C register tile: rows × vectors of the two products
+ *   V_HSUM8(a, out)     optional: out[u] = the sums of eight vectors at once
  *   kvreal, V_LOADU_KV, KV_TO_REAL   (kern_simd_kv.h) the K/V storage type,
  *                       and a vector / scalar of it loaded as reals
+ * Every section defines the whole vocabulary (the optional macros where it
+ * has them) and ends with kern_simd_undef.h, which forgets it: nothing
+ * passes from one element type's section to the next.
  *
  * Register tiling.  Both products are written as an outer-product loop over
  * the reduction axis: a tile of R rows × C vectors of accumulators stays in

@@ -26,7 +26,7 @@ int FN(ac_merge)(int64_t parts, int64_t rows, int64_t dv, const real *const *o,
     for (int64_t c = 0; c < parts; c++)
         if (!lse[c] || (dv > 0 && !o[c])) return AC_EINVAL;
     if (dv > 0 && !out) return AC_EINVAL;
-    const int64_t chunk = 256;
+    const int64_t chunk = AC_MERGE_CHUNK_ROWS;
     #pragma omp parallel for schedule(static) num_threads(AC_NUM_THREADS(num_threads))
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;

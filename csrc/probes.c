@@ -11,12 +11,12 @@
 volatile float ac_probe_sink; /* keeps the probes' results alive */
 
 int64_t ac_probe_fma(int64_t iters, int num_threads) {
-    const ac_kernels *K = ac_kernels_active();
+    const ac_kernels *kern = ac_kernels_active();
     int64_t total = 0;
     #pragma omp parallel num_threads(AC_NUM_THREADS(num_threads)) reduction(+ : total)
     {
         int64_t flops = 0;
-        ac_probe_sink = K->fma_probe(iters, &flops);
+        ac_probe_sink = kern->fma_probe(iters, &flops);
         total += flops;
     }
     return total;
@@ -24,7 +24,7 @@ int64_t ac_probe_fma(int64_t iters, int num_threads) {
 
 int64_t ac_probe_read(const float *x, int64_t n, int num_threads) {
     if (n <= 0 || !x) return 0;
-    const ac_kernels *K = ac_kernels_active();
+    const ac_kernels *kern = ac_kernels_active();
     float sum = 0;
     #pragma omp parallel num_threads(AC_NUM_THREADS(num_threads)) reduction(+ : sum)
     {
@@ -34,7 +34,7 @@ int64_t ac_probe_read(const float *x, int64_t n, int num_threads) {
         nt = omp_get_num_threads();
 #endif
         int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
-        sum += K->read_probe(x + lo, hi - lo);
+        sum += kern->read_probe(x + lo, hi - lo);
     }
     ac_probe_sink = sum;
     return n * (int64_t)sizeof(float);

@@ -9,7 +9,7 @@
 #include "internal.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <cpuid.h> /* F16C, which clang's __builtin_cpu_supports does not know */
+#include <cpuid.h> /* ac_cpu_has_f16c */
 #endif
 #if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
 #include <pthread.h> /* pthread_atfork: see "threads and fork()" below */
@@ -17,33 +17,27 @@
 
 /* ---- ISA dispatch ------------------------------------------------------ */
 
-/* Every kernel set compiled in, best first.  An entry is usable when the CPU
- * has what it needs; the scalar set always is. */
-static const ac_kernels *const ac_all_kernels[] = {&ac_kernels_avx512, &ac_kernels_avx2,
-                                                   &ac_kernels_neon, &ac_kernels_scalar};
+/* The one list of instruction sets: every kernel table of the build, best
+ * first.  Each is defined by its own file (kern_<name>.c, a stub where the
+ * target lacks it) and says itself whether this CPU can run it; the first
+ * that can is chosen, and the scalar set always can.  Python reads the same
+ * list (ac_isa_name), so a new ISA is its file and one entry here. */
+#define AC_ISA_LIST(X) X(avx512) X(avx2) X(neon) X(scalar)
+
+#define AC_DECLARE_KERNELS(isa) extern const ac_kernels ac_kernels_##isa;
+AC_ISA_LIST(AC_DECLARE_KERNELS)
+#define AC_KERNELS_ENTRY(isa) &ac_kernels_##isa,
+static const ac_kernels *const ac_all_kernels[] = {AC_ISA_LIST(AC_KERNELS_ENTRY)};
 #define AC_N_KERNELS (sizeof ac_all_kernels / sizeof ac_all_kernels[0])
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-static int has_f16c(void) {
+int ac_cpu_has_f16c(void) {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 #endif
 
-static int cpu_supports(const ac_kernels *k) {
-    if (strcmp(k->name, "scalar") == 0) return 1;
-    if (!k->f32.qk) return 0; /* not compiled for this target */
-    if (strcmp(k->name, "neon") == 0) return 1; /* compiled only for aarch64, where it is baseline */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    if (strcmp(k->name, "avx2") == 0)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
-    if (strcmp(k->name, "avx512") == 0)
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
-#endif
-    return 0;
-}
+static int cpu_supports(const ac_kernels *k) { return k->supported && k->supported(); }
 
 static _Atomic(const ac_kernels *) active = NULL;
 
@@ -61,6 +55,12 @@ const ac_kernels *ac_kernels_active(void) {
 }
 
 const char *ac_isa(void) { return ac_kernels_active()->name; }
+
+int ac_isa_count(void) { return (int)AC_N_KERNELS; }
+
+const char *ac_isa_name(int i) {
+    return i >= 0 && i < (int)AC_N_KERNELS ? ac_all_kernels[i]->name : NULL;
+}
 
 static const ac_kernels *find_kernels(const char *name) {
     if (!name) return NULL;
@@ -164,9 +164,6 @@ int ac_max_threads(void) {
  * process and keeps its threads. */
 static _Atomic int team_started = 0, forked_single = 0;
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <cpuid.h> /* F16C, which clang's __builtin_cpu_supports does not know */
-#endif
 #if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
 static void after_fork_in_child(void) {
     if (atomic_load(&team_started)) atomic_store(&forked_single, 1);
@@ -176,9 +173,6 @@ static void register_fork_handler(void) { pthread_atfork(NULL, NULL, after_fork_
 #endif
 
 int ac_team_size(int nt) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <cpuid.h> /* F16C, which clang's __builtin_cpu_supports does not know */
-#endif
 #if defined(_OPENMP) && (defined(__unix__) || defined(__APPLE__))
     pthread_once(&fork_handler_once, register_fork_handler);
 #endif
@@ -219,6 +213,34 @@ void ac_ws_free(void *p, int64_t count, int64_t elem_size) {
 int64_t ac_workspace_peak(void) { return atomic_load(&ws_peak); }
 
 void ac_workspace_reset_peak(void) { atomic_store(&ws_peak, atomic_load(&ws_current)); }
+
+/* The parts of one allocation (internal.h says how to use them). */
+void ac_ws_part(ac_workspace *ws, void *ptr_addr, int64_t count, int64_t elem_size) {
+    int64_t bytes;
+    if (ws->parts == AC_WS_MAX_PARTS || !ac_mul(count, elem_size, &bytes) ||
+        __builtin_add_overflow(bytes, (int64_t)63, &bytes) ||
+        __builtin_add_overflow(ws->bytes, bytes / 64 * 64, &bytes)) {
+        ws->overflow = 1;
+        return;
+    }
+    ws->dst[ws->parts] = ptr_addr;
+    ws->offset[ws->parts++] = ws->bytes;
+    ws->bytes = bytes;
+}
+
+int ac_ws_carve(ac_workspace *ws) {
+    ws->base = ws->overflow ? NULL : ac_ws_alloc(ws->bytes, 1);
+    for (int i = 0; i < ws->parts; i++) {
+        void *p = ws->base ? (char *)ws->base + ws->offset[i] : NULL;
+        memcpy(ws->dst[i], &p, sizeof p); /* into the caller's `T *`, whatever T is */
+    }
+    return ws->base ? AC_OK : AC_ENOMEM;
+}
+
+void ac_ws_release(ac_workspace *ws) {
+    ac_ws_free(ws->base, ws->bytes, 1);
+    ws->base = NULL;
+}
 
 /* ---- argument checks --------------------------------------------------- */
 

@@ -11,8 +11,8 @@
 int FN(ac_exp)(int64_t count, const real *x, real *y) {
     if (count < 0 || (count > 0 && (!x || !y))) return AC_EINVAL;
     if (y != x) memcpy(y, x, (size_t)count * sizeof(real));
-    const ac_kernels *K = ac_kernels_active();
-    K->OPS.expsum(y, count, 0);
+    const ac_kernels *kern = ac_kernels_active();
+    kern->OPS.expsum(y, count, 0);
     return AC_OK;
 }
 
@@ -26,12 +26,12 @@ int FN(ac_softmax)(int64_t rows, int64_t cols, const real *x, real *y, real *lse
             for (int64_t r = 0; r < rows; r++) lse[r] = -INFINITY;
         return AC_OK;
     }
-    const ac_kernels *K = ac_kernels_active();
+    const ac_kernels *kern = ac_kernels_active();
     #pragma omp parallel for schedule(static) num_threads(AC_NUM_THREADS(num_threads))
     for (int64_t r = 0; r < rows; r++) {
         real *yr = y + r * cols; /* (cols) */
         if (yr != x + r * cols) memcpy(yr, x + r * cols, (size_t)cols * sizeof(real));
-        real l = softmax_row(K, yr, cols);
+        real l = softmax_row(kern, yr, cols);
         if (lse) lse[r] = l;
     }
     return AC_OK;

@@ -2,10 +2,11 @@
  * tile, the masked P·V, the online softmax, the softmax of one row, the
  * log-sum-exp merge of rows, and K packing.
  *
- * Included once by each per-type unit (float32.c, ...) before the algorithm
- * bodies, so these are static functions of that unit over its `real` (the
- * arithmetic) and `kvreal` (how K and V are stored), reaching the kernels
- * as K->OPS and K->KV_OPS.  <tgmath.h> makes exp and log the float or the
+ * Included once by each per-type unit (float32.c, float64.c, float16.c,
+ * bfloat16.c) before the algorithm bodies, so these are static functions of
+ * that unit over its `real` (the arithmetic) and `kvreal` (how K and V are
+ * stored), reaching the kernels as kern->OPS and kern->KV_OPS through the
+ * kernel table `kern`.  <tgmath.h> makes exp and log the float or the
  * double function, whichever `real` is.
  */
 #include <string.h>
@@ -61,14 +62,14 @@ static inline int all_finite(const kvreal *v, int64_t rows, int64_t cols, int64_
  * cannot see it: then each row takes only the keys it sees.  v_finite says
  * what the caller knows of this V tile (1 finite, 0 not, -1: look here);
  * the blockwise kernel learns it for every block once per call. */
-static inline void pv_tile(const ac_kernels *K, const ac_vis *vis, int64_t i0, int64_t rows,
+static inline void pv_tile(const ac_kernels *kern, const ac_vis *vis, int64_t i0, int64_t rows,
                            int64_t period, int64_t j0, int64_t cols, int64_t dv, const real *p,
                            int64_t ldp, const kvreal *v, int64_t ldv, real *o, int64_t ldo,
                            int v_finite) {
     const int64_t span = rows < period ? rows : period;
     if (ac_vis_clear(vis, i0, span, j0, cols) ||
         (v_finite < 0 ? all_finite(v, cols, dv, ldv) : v_finite)) {
-        K->KV_OPS.pv(rows, cols, dv, p, ldp, v, ldv, o, ldo);
+        kern->KV_OPS.pv(rows, cols, dv, p, ldp, v, ldv, o, ldo);
         return;
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -78,7 +79,7 @@ static inline void pv_tile(const ac_kernels *K, const ac_vis *vis, int64_t i0, i
         hi = hi > cols ? cols : hi;
         for (int64_t c = lo; c < hi; c++) {
             if (vis->mask && !vis->mask[i * vis->mask_rs + (j0 + c) * vis->mask_cs]) continue;
-            K->KV_OPS.pv(1, 1, dv, p + r * ldp + c, ldp, v + c * ldv, ldv, o + r * ldo, ldo);
+            kern->KV_OPS.pv(1, 1, dv, p + r * ldp + c, ldp, v + c * ldv, ldv, o + r * ldo, ldo);
         }
     }
 }
@@ -99,7 +100,7 @@ static inline void online_start(int64_t rows, real *mi, real *li, real *o, int64
 /* A new score tile s (rows, cols) whose row maxima are bmax: P = exp(S - m')
  * in place, l = α·l + ΣP, O *= α with α = exp(m - m'), m = m'.  next, if not
  * NULL, is the block to prefetch meanwhile. */
-static inline void online_update(const ac_kernels *K, int64_t rows, int64_t cols, real *s,
+static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t cols, real *s,
                                  int64_t lds, const real *bmax, real *mi, real *li, real *o,
                                  int64_t dv, const ac_ahead_block *next) {
     for (int64_t r = 0; r < rows; r++) {
@@ -111,7 +112,7 @@ static inline void online_update(const ac_kernels *K, int64_t rows, int64_t cols
             continue;
         }
         real alpha = exp(mi[r] - mnew); /* 0 on the first visible block */
-        li[r] = alpha * li[r] + K->OPS.expsum(sr, cols, mnew);
+        li[r] = alpha * li[r] + kern->OPS.expsum(sr, cols, mnew);
         mi[r] = mnew;
         if (alpha != 1)
             for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
@@ -135,13 +136,13 @@ static inline void online_finish(int64_t rows, const real *mi, const real *li, r
  *   pass 3: y_j /= l;  lse = mx + log(l)
  * In place; returns the row's log-sum-exp.  A row of all -inf (nothing
  * visible) is answered with zeros and lse = -inf instead of 0/0. */
-static inline real softmax_row(const ac_kernels *K, real *y, int64_t n) {
-    real mx = K->OPS.rowmax(y, n);
+static inline real softmax_row(const ac_kernels *kern, real *y, int64_t n) {
+    real mx = kern->OPS.rowmax(y, n);
     if (mx == -INFINITY) { /* empty or fully masked */
         for (int64_t j = 0; j < n; j++) y[j] = 0;
         return -INFINITY;
     }
-    real l = K->OPS.expsum(y, n, mx);
+    real l = kern->OPS.expsum(y, n, mx);
     real inv = 1 / l;
     for (int64_t j = 0; j < n; j++) y[j] *= inv;
     return mx + log(l);
@@ -192,17 +193,18 @@ static inline void merge_rows(int64_t parts, int64_t rows, int64_t dv, const rea
 
 /* Block kb of one kv head x (m rows, ld apart; d values a row): keys
  * [kb·bk, kb·bk + bk), the last block shorter, into dst. */
-static inline void pack_block(const ac_kernels *K, const kvreal *x, int64_t ld, int64_t m,
+static inline void pack_block(const ac_kernels *kern, const kvreal *x, int64_t ld, int64_t m,
                               int64_t d, int64_t bk, int64_t kb, real *dst) {
     const int64_t j0 = kb * bk;
-    K->KV_OPS.pack(m - j0 < bk ? m - j0 : bk, d, x + j0 * ld, ld, dst);
+    kern->KV_OPS.pack(m - j0 < bk ? m - j0 : bk, d, x + j0 * ld, ld, dst);
 }
 
 /* The K blocks some query row of batch b can see: [kb0[b], kb1[b]), the
  * causal and window band (a boolean mask does not narrow it; key_lengths
  * does).  Returns the most blocks any batch has: the slots to pack per kv
- * head.  Only these are packed, so a narrow window over a long K costs and
- * holds O(band), not O(m). */
+ * head (kb0 and kb1 may be NULL to ask only that, to size the workspace).
+ * Only these are packed, so a narrow window over a long K costs and holds
+ * O(band), not O(m). */
 static inline int64_t band_blocks(const ac_attn_args *a, int64_t bk, int64_t *kb0,
                                   int64_t *kb1) {
     int64_t most = 0;
@@ -210,9 +212,12 @@ static inline int64_t band_blocks(const ac_attn_args *a, int64_t bk, int64_t *kb
         ac_vis vis;
         ac_vis_init(&vis, a, b, 0); /* the band is the same for every head */
         const int64_t lo = ac_vis_lo(&vis, 0), hi = ac_vis_hi(&vis, a->n - 1);
-        kb0[b] = lo / bk;
-        kb1[b] = hi > lo ? (hi + bk - 1) / bk : kb0[b];
-        if (kb1[b] - kb0[b] > most) most = kb1[b] - kb0[b];
+        const int64_t first = lo / bk, end = hi > lo ? (hi + bk - 1) / bk : first;
+        if (kb0) {
+            kb0[b] = first;
+            kb1[b] = end;
+        }
+        if (end - first > most) most = end - first;
     }
     return most;
 }
@@ -221,7 +226,7 @@ static inline int64_t band_blocks(const ac_attn_args *a, int64_t bk, int64_t *kb
  * head) of x (strides as in ac_attn_args): slot t = (b·Hkv + hk)·nband + i
  * holds block kb0[b] + i, at dst + t·psize; slots past kb1[b] stay unused.
  * Polled, as a long K takes a while to pack. */
-static inline void pack_band(const ac_kernels *K, const ac_attn_args *a, const kvreal *x,
+static inline void pack_band(const ac_kernels *kern, const ac_attn_args *a, const kvreal *x,
                              const int64_t stride[3], int64_t d, int64_t bk, int64_t psize,
                              const int64_t *kb0, const int64_t *kb1, int64_t nband, real *dst,
                              ac_stop *stop) {
@@ -230,7 +235,25 @@ static inline void pack_band(const ac_kernels *K, const ac_attn_args *a, const k
     for (int64_t t = 0; t < a->batch * Hkv * nband; t++) {
         const int64_t b = t / (Hkv * nband), kb = kb0[b] + t % nband;
         if (kb >= kb1[b] || ac_stop_poll(stop)) continue;
-        pack_block(K, kv_head(x, stride, b, t / nband % Hkv), stride[2], a->m, d, bk, kb,
+        pack_block(kern, kv_head(x, stride, b, t / nband % Hkv), stride[2], a->m, d, bk, kb,
                    dst + t * psize);
+    }
+}
+
+/* Beside pack_band, in the same region: finite[t] = is the V block of slot t
+ * (numbered as pack_band numbers them) free of inf and NaN?  What pv_tile
+ * needs to know of a masked tile, learnt once per call.  Unused slots are
+ * left as they are. */
+static inline void finite_band(const ac_attn_args *a, const kvreal *v, int64_t bk,
+                               const int64_t *kb0, const int64_t *kb1, int64_t nband,
+                               unsigned char *finite, ac_stop *stop) {
+    const int64_t Hkv = a->kv_heads, ldv = a->v_stride[2];
+    #pragma omp for schedule(static) nowait /* the caller meets at ac_team_finish */
+    for (int64_t t = 0; t < a->batch * Hkv * nband; t++) {
+        const int64_t b = t / (Hkv * nband), j0 = (kb0[b] + t % nband) * bk;
+        if (j0 >= kb1[b] * bk || ac_stop_poll(stop)) continue;
+        const int64_t cols = a->m - j0 < bk ? a->m - j0 : bk;
+        const kvreal *vh = kv_head(v, a->v_stride, b, t / nband % Hkv);
+        finite[t] = (unsigned char)all_finite(vh + j0 * ldv, cols, a->dv, ldv);
     }
 }

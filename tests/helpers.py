@@ -65,3 +65,14 @@ def assert_close(got, want, atol, rtol=0.0):
     assert got.shape == want.shape, (got.shape, want.shape)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="NaN positions differ")
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=atol)
+
+
+def assert_figure(path, min_width=400, min_height=300):
+    """A figure file that decodes as an image of at least that size, with
+    something drawn on it (not one flat colour)."""
+    from matplotlib import image
+
+    pixels = image.imread(str(path))
+    height, width = pixels.shape[:2]
+    assert width >= min_width and height >= min_height, (str(path), width, height)
+    assert float(np.ptp(pixels[..., :3])) > 0.1, f"{path}: a blank image"

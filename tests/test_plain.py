@@ -1,4 +1,4 @@
-"""plain_attention (csrc/naive.c, the readable C) against the NumPy reference,
+"""plain_attention (csrc/plain.c, the readable C) against the NumPy reference,
 on the shapes the naive-kernel tests use.  It runs no micro-kernel, so it is
 the same on every ISA; its tolerance is the one the kernels are held to."""
 

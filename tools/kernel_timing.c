@@ -39,31 +39,32 @@ static float *randoms(int64_t count) {
 
 static void one_isa(const char *isa, int bq, int bk, int d, int n) {
     if (ac_set_isa(isa) != AC_OK) return;
-    const ac_kernels *K = ac_kernels_active();
-    const int64_t pad = K->kt_pad, ldkt = (bk + pad - 1) / pad * pad, nkb = n / bk;
+    const ac_kernels *kern = ac_kernels_active();
+    const int64_t pad = kern->kt_pad, ldkt = (bk + pad - 1) / pad * pad, nkb = n / bk;
     float *q = randoms((int64_t)bq * d), *k = randoms((int64_t)n * d), *v = randoms((int64_t)n * d);
     float *kp = randoms(nkb * d * ldkt), *s = randoms((int64_t)bq * bk);
     float *o = randoms((int64_t)bq * d), *rmax = randoms(bq);
-    for (int64_t j = 0; j < nkb; j++) K->kv_f32.pack(bk, d, k + j * bk * d, d, kp + j * d * ldkt);
+    for (int64_t j = 0; j < nkb; j++)
+        kern->kv_f32.pack(bk, d, k + j * bk * d, d, kp + j * d * ldkt);
     int64_t flops;
-    K->fma_probe(1000, &flops);
+    kern->fma_probe(1000, &flops);
     double best[5] = {1e9, 1e9, 1e9, 1e9, 1e9}, roof = 0;
     const int reps = 200;
     for (int round = 0; round < 5; round++) {
         double t0 = now();
-        K->fma_probe(20000000, &flops);
+        kern->fma_probe(20000000, &flops);
         double t1 = now();
         if (flops / (t1 - t0) > roof) roof = flops / (t1 - t0);
         t0 = now();
         for (int r = 0; r < reps; r++) {
             for (int i = 0; i < bq; i++) rmax[i] = -INFINITY;
-            K->f32.qk(bq, bk, d, q, d, kp, bk, 0.125f, s, bk, rmax);
+            kern->f32.qk(bq, bk, d, q, d, kp, bk, 0.125f, s, bk, rmax);
         }
         t1 = now();
         for (int r = 0; r < reps; r++)
-            for (int i = 0; i < bq; i++) K->f32.expsum(s + i * bk, bk, rmax[i] + 1.0f);
+            for (int i = 0; i < bq; i++) kern->f32.expsum(s + i * bk, bk, rmax[i] + 1.0f);
         double t2 = now();
-        for (int r = 0; r < reps; r++) K->kv_f32.pv(bq, bk, d, s, bk, v, d, o, d);
+        for (int r = 0; r < reps; r++) kern->kv_f32.pv(bq, bk, d, s, bk, v, d, o, d);
         double t3 = now();
         /* the three in sequence, K and V blocks streamed from the whole head:
          * without, then with the prefetch of the next block that the kernel
@@ -72,7 +73,7 @@ static void one_isa(const char *isa, int bq, int bk, int d, int n) {
         for (int prefetch = 0; prefetch < 2; prefetch++) {
             for (int64_t j = 0; j < nkb; j++) {
                 for (int i = 0; i < bq; i++) rmax[i] = -INFINITY;
-                K->f32.qk(bq, bk, d, q, d, kp + j * d * ldkt, bk, 0.125f, s, bk, rmax);
+                kern->f32.qk(bq, bk, d, q, d, kp + j * d * ldkt, bk, 0.125f, s, bk, rmax);
                 const int64_t jn = j + 1 < nkb ? j + 1 : j;
                 const ac_ahead_block next = {(const char *)(kp + jn * d * ldkt),
                                              d * ldkt * (int64_t)sizeof(float),
@@ -80,9 +81,9 @@ static void one_isa(const char *isa, int bq, int bk, int d, int n) {
                                              d * (int64_t)sizeof(float), d * (int64_t)sizeof(float)};
                 for (int i = 0; i < bq; i++) {
                     if (prefetch) ac_prefetch_share(&next, i, bq);
-                    K->f32.expsum(s + i * bk, bk, rmax[i]);
+                    kern->f32.expsum(s + i * bk, bk, rmax[i]);
                 }
-                K->kv_f32.pv(bq, bk, d, s, bk, v + j * bk * d, d, o, d);
+                kern->kv_f32.pv(bq, bk, d, s, bk, v + j * bk * d, d, o, d);
             }
             ts[prefetch + 1] = now();
         }

@@ -1,11 +1,18 @@
-/* naive.c — attention exactly as the formula reads, in plain C loops.
+/* plain.c — attention exactly as the formula reads, in plain C loops.
  *
  *     out = softmax(Q·Kᵀ·scale, masked) · V
  *
  * Read this file first.  It is the whole algorithm in one function per
  * element type (ac_plain_f32, ac_plain_f64; the two differ only in `float`
  * against `double`, written out so that each reads top to bottom): no SIMD,
- * no tiles, no threads, no helpers from other files.  Every buffer says its
+ * no tiles, no threads, no helpers from other files.
+ *
+ * The names: "naive" attention is the materialising algorithm, the one that
+ * computes the score table and keeps it (method="naive", ac_naive_* in
+ * table_body.h, on the tiled SIMD kernels and threads); "plain" is this
+ * file, the same algorithm written as plainly as C allows
+ * (attncore.plain_attention); "flash" is the blockwise one that never
+ * keeps the table (flash_body.h).  Every buffer says its
  * shape; the passes are numbered as on paper:
  *
  *   pass 1: scores   s_j = scale · q_i·k_j        for the keys row i sees
