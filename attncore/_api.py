@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attncore import _core
-from attncore import _validate as V
+from attncore import _validate as validate
 from attncore._runtime import get_num_threads
 
 __all__ = ["attention", "plain_attention", "scores", "softmax", "merge"]
@@ -25,7 +25,7 @@ _SPLIT_KV = -1
 def _for_core(a: np.ndarray) -> np.ndarray:
     """K or V as the core reads it: a float16 or bfloat16 cache travels as its
     bits (uint16; the core is told which by bf16=)."""
-    return a.view(np.uint16) if V.kv16(a.dtype) else a
+    return a.view(np.uint16) if validate.kv16(a.dtype) else a
 
 
 # What attention returns depends on return_lse and return_weights: the
@@ -108,9 +108,10 @@ def attention(
     q : array_like, shape (..., H, n, d_k) or (n, d_k)
     k : array_like, shape (..., H_kv, m, d_k) or (m, d_k)
     v : array_like, shape (..., H_kv, m, d_v) or (m, d_v)
-        float32 or float64, all three the same dtype — or a float16 KV cache
-        (k and v float16 with float32 q: converted as they are loaded, the
-        arithmetic and the output float32); the batch dims ``...`` equal.
+        float32 or float64, all three the same dtype — or a 16-bit KV cache
+        with float32 q: k and v float16, or bfloat16 (``ml_dtypes.bfloat16``,
+        or its bits as uint16), converted exactly as they are loaded, the
+        arithmetic and the output float32; the batch dims ``...`` equal.
         ``H`` must be a multiple of ``H_kv`` (grouped-query / multi-query
         attention): query head ``h`` reads kv head ``h // (H // H_kv)``.
         ``n != m`` (cross-attention) and ``d_v != d_k`` are fine.  Any strides
@@ -153,7 +154,7 @@ def attention(
 
     Returns
     -------
-    out : ndarray, shape (..., H, n, d_v), the dtype of the inputs
+    out : ndarray, shape (..., H, n, d_v), the dtype of q
     lse : ndarray, shape (..., H, n), if ``return_lse``
     weights : ndarray, shape (..., H, n, m), if ``return_weights``
 
@@ -172,7 +173,7 @@ def attention(
     rows that see it: a masked key never affects a row, even where its value
     is inf or NaN.
     """
-    method, p, vis, bq, bk = V.attention_args(
+    method, p, vis, bq, bk = validate.attention_args(
         q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
         return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window,
         split_kv=_split_kv, block_counts=_block_counts)
@@ -192,7 +193,7 @@ def attention(
                     bf16=bf16)
     else:
         table = B * H * n * m if return_weights else n * m
-        V.check_table(table, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
+        validate.check_table(table, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
         if return_weights:
             weights = np.empty((B, H, n, m), p.dtype)
         _core.naive(p.q, k4, v4, out, lse, weights, p.scale, vis, nt, bf16=bf16)
@@ -222,16 +223,16 @@ def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = 
                     scale: float | None = None, mask: ArrayLike | None = None,
                     key_lengths: ArrayLike | None = None, window: int | None = None,
                     return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Attention by ``csrc/naive.c``: the formula as plain C loops, one thread.
+    """Attention by ``csrc/plain.c``: the formula as plain C loops, one thread.
 
     The readable definition in C — scores, max, exponentials and their sum,
     the weighted mean of the values, one query row at a time — for reading
     next to its source and for checking the fast kernels.  The arguments and
-    results are :func:`attention`'s (float32 or float64; no float16 cache);
+    results are :func:`attention`'s (float32 or float64; no 16-bit cache);
     it is much slower, by design: no SIMD, no tiles, no threads.
     """
-    p, vis = V.plain_args(q, k, v, causal=causal, scale=scale, mask=mask,
-                          key_lengths=key_lengths, window=window)
+    p, vis = validate.plain_args(q, k, v, causal=causal, scale=scale, mask=mask,
+                                 key_lengths=key_lengths, window=window)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     lse = np.empty((B, H, n), p.dtype)
@@ -250,10 +251,10 @@ def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bo
     returns (..., H, n, m) in the inputs' dtype.  Cost: 2·B·H·n·m·d_k FLOPs and
     B·H·n·m values of memory (MemoryError up front when they cannot fit).
     """
-    p, vis = V.scores_args(q, k, scale=scale, causal=causal, mask=mask, key_lengths=key_lengths,
-                           window=window)
+    p, vis = validate.scores_args(q, k, scale=scale, causal=causal, mask=mask,
+                                  key_lengths=key_lengths, window=window)
     B, H, Hkv, n, m, dk, _ = p.shape
-    V.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
+    validate.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
     s = np.empty((B, H, n, m), p.dtype)
     _core.scores(p.q, _for_core(p.k), s, p.scale, vis, get_num_threads(),
                  bf16=p.kv16 == "bfloat16")
@@ -275,11 +276,13 @@ def merge(o_a: ArrayLike, lse_a: ArrayLike, o_b: ArrayLike, lse_b: ArrayLike,
     Shapes: every o (..., n, d_v), every lse (..., n), one float dtype.
     Returns ``(o, lse)``.  Cost: O(parts · n · d_v).
     """
-    outs, lses, shape, dtype = V.merge_parts((o_a, lse_a, o_b, lse_b) + more)
+    outs, lses, shape, dtype = validate.merge_parts((o_a, lse_a, o_b, lse_b) + more)
     rows = math.prod(shape[:-1])
     dv = shape[-1]
-    flat_o = [V.fast_layout(np.ascontiguousarray(o, dtype=dtype)).reshape(rows, dv) for o in outs]
-    flat_l = [V.fast_layout(np.ascontiguousarray(lse, dtype=dtype)).reshape(rows) for lse in lses]
+    flat_o = [validate.fast_layout(np.ascontiguousarray(o, dtype=dtype)).reshape(rows, dv)
+              for o in outs]
+    flat_l = [validate.fast_layout(np.ascontiguousarray(lse, dtype=dtype)).reshape(rows)
+              for lse in lses]
     nt = get_num_threads()
     while len(flat_o) > 1:  # groups of MERGE_MAX_PARTS, then the merged groups
         step = _core.MERGE_MAX_PARTS
@@ -301,8 +304,8 @@ def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     slice of all ``-inf`` (nothing visible) gives zeros, not NaN; NaN in a
     slice makes that slice NaN.  float32 or float64; returns x's dtype and shape.
     """
-    a, ax = V.softmax_args(x, axis)
-    moved = V.fast_layout(np.ascontiguousarray(np.moveaxis(a, ax, -1)))
+    a, ax = validate.softmax_args(x, axis)
+    moved = validate.fast_layout(np.ascontiguousarray(np.moveaxis(a, ax, -1)))
     rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
     y = np.empty_like(rows)
     _core.softmax(rows, y, np.empty(rows.shape[0], rows.dtype), get_num_threads())

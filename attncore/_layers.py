@@ -7,7 +7,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attncore import _core
-from attncore import _validate as V
+from attncore import _validate as validate
 from attncore._api import attention, scores
 from attncore._runtime import get_num_threads
 
@@ -24,20 +24,26 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     forward call (``return_lse=True``) and ``dout`` = ∂loss/∂out.
 
     ``method="flash"`` recomputes ``P = exp(S − lse)`` block by block,
-    ``D = rowsum(dout ∘ out)``, ``dS = P ∘ (dP − D)``, with O(n·d) extra memory:
-    one pass over K blocks writes dK and dV (summed over the query heads of a
-    GQA group), a second over Q blocks writes dQ — no atomics, at the price of
-    computing P and dP twice.  Blocks outside the causal / window band are
-    skipped.  ``method="naive"`` runs the same algorithm with one tile the size
-    of the whole n×m table.  The other arguments are :func:`attention`'s;
+    ``D = rowsum(dout ∘ out)``, ``dS = P ∘ (dP − D)``, with O(n·d) extra memory
+    and no atomics, in one of two ways the C core chooses
+    (``csrc/backward_body.h``).  With at least two (batch, kv head) pairs a
+    thread, one pass: each thread owns whole (batch, kv head) pairs and walks
+    their K blocks, writing dK, dV and the dQ of the group's query heads.
+    With fewer (one long sequence, few heads), two passes: one over K blocks
+    writes dK and dV (summed over the query heads of a GQA group), a second
+    over Q blocks writes dQ, at the price of computing P and dP twice.  Both
+    sum dQ in the same order, so the result is the same bits either way.
+    Blocks outside the causal / window band are skipped.  ``method="naive"``
+    runs the same algorithm with one tile the size of the whole n×m table.  The other arguments are :func:`attention`'s;
     float32 or float64 (not float16).
     """
-    method, p, vis, arrays = V.backward_args(q, k, v, out, lse, dout, causal=causal, scale=scale,
-                                             window=window, mask=mask, key_lengths=key_lengths,
-                                             method=method)
+    method, p, vis, arrays = validate.backward_args(
+        q, k, v, out, lse, dout, causal=causal, scale=scale, window=window, mask=mask,
+        key_lengths=key_lengths, method=method)
     B, H, Hkv, n, m, dk, dv = p.shape
     if method == "naive":
-        V.check_table(2 * n * m + n * m, p.dtype.itemsize, f"method='naive' with n={n}, m={m}")
+        validate.check_table(2 * n * m + n * m, p.dtype.itemsize,
+                             f"method='naive' with n={n}, m={m}")
         bq, bk = max(n, 1), max(m, 1)
     else:
         bq = bk = 0
@@ -62,7 +68,7 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool =
     :func:`attention` (float32 or float64); returns (..., H, n, d_v).  A row
     that sees no key gives 0.
     """
-    p, vis = V.linear_problem(q, k, v, causal, feature_map)
+    p, vis = validate.linear_problem(q, k, v, causal, feature_map)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     _core.linear(p.q, p.k, p.v, out, vis, get_num_threads())
@@ -94,8 +100,8 @@ def multi_head_attention(x: ArrayLike, w_q: ArrayLike, w_k: ArrayLike, w_v: Arra
     :func:`attention`'s.  Returns (..., n, d_out).  Parameters: 3·d_model² +
     d_model² for d_head·heads = d_model, whatever the number of heads.
     """
-    x, w_q, w_k, w_v, w_o, heads, kv_heads, d_head = V.mha_args(x, w_q, w_k, w_v, w_o,
-                                                                heads=heads, kv_heads=kv_heads)
+    x, w_q, w_k, w_v, w_o, heads, kv_heads, d_head = validate.mha_args(
+        x, w_q, w_k, w_v, w_o, heads=heads, kv_heads=kv_heads)
 
     def split(t, h):  # (..., n, h·d_head) -> (..., h, n, d_head)
         return np.swapaxes(t.reshape(t.shape[:-1] + (h, d_head)), -2, -3)

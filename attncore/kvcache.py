@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from attncore import _validate as V
+from attncore import _validate as validate
 from attncore._api import attention
 from attncore._bfloat16 import storage_dtype
 
@@ -56,13 +56,14 @@ class KVCache:
         if isinstance(dtype, str) and dtype == "bfloat16":
             dtype = storage_dtype()  # ml_dtypes' bfloat16 when installed, else uint16 bits
         dtype = np.dtype(dtype)
-        if dtype not in V.FLOAT_DTYPES and not V.kv16(dtype):
+        if dtype not in validate.FLOAT_DTYPES and not validate.kv16(dtype):
             raise TypeError(f"dtype must be float32, float64, float16 or bfloat16, got {dtype}")
-        self.kv_heads = V.positive_int(kv_heads, "kv_heads")
-        self.head_dim = V.positive_int(head_dim, "head_dim")
-        self.value_dim = V.positive_int(head_dim if value_dim is None else value_dim, "value_dim")
-        capacity = V.positive_int(capacity, "capacity")
-        self.batch = V.dims(batch, "batch")
+        self.kv_heads = validate.positive_int(kv_heads, "kv_heads")
+        self.head_dim = validate.positive_int(head_dim, "head_dim")
+        self.value_dim = validate.positive_int(head_dim if value_dim is None else value_dim,
+                                               "value_dim")
+        capacity = validate.positive_int(capacity, "capacity")
+        self.batch = validate.dims(batch, "batch")
         self.dtype = dtype
         self._k = np.empty(self.batch + (self.kv_heads, capacity, self.head_dim), dtype)
         self._v = np.empty(self.batch + (self.kv_heads, capacity, self.value_dim), dtype)
@@ -107,8 +108,8 @@ class KVCache:
 
     def append(self, k: ArrayLike, v: ArrayLike) -> None:
         """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
-        k = V.as_float_array(k, "k", half=True)
-        v = V.as_float_array(v, "v", half=True)
+        k = validate.as_float_array(k, "k", half=True)
+        v = validate.as_float_array(v, "v", half=True)
         want_k = self.batch + (self.kv_heads, None, self.head_dim)
         for name, a, want in (("k", k, want_k),
                               ("v", v, self.batch + (self.kv_heads, None, self.value_dim))):
@@ -116,7 +117,7 @@ class KVCache:
                 shown = tuple("t" if w is None else w for w in want)
                 raise ValueError(f"{name} must have shape {shown}, got {a.shape}")
             if a.dtype.newbyteorder("=") != self.dtype and not (
-                    V.kv16(a.dtype) == V.kv16(self.dtype) == "bfloat16"):
+                    validate.kv16(a.dtype) == validate.kv16(self.dtype) == "bfloat16"):
                 raise TypeError(f"{name} has dtype {a.dtype} but the cache holds {self.dtype}")
         t = k.shape[-2]
         if v.shape[-2] != t:
@@ -131,7 +132,7 @@ class KVCache:
     def _stored(self, a: np.ndarray) -> np.ndarray:
         """a as the cache stores it: bfloat16 bits (uint16) and ml_dtypes'
         bfloat16 are the same bytes, so one is taken for the other."""
-        if a.dtype != self.dtype and V.kv16(self.dtype) == "bfloat16":
+        if a.dtype != self.dtype and validate.kv16(self.dtype) == "bfloat16":
             return a.astype(a.dtype.newbyteorder("="), copy=False).view(self.dtype)
         return a
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from numpy.typing import ArrayLike
 
-from attncore import _validate as V
+from attncore import _validate as validate
 
 __all__ = ["attention", "plain_attention", "attention_backward", "scores", "softmax", "merge",
            "linear_attention", "multi_head_attention"]
@@ -23,7 +23,7 @@ __all__ = ["attention", "plain_attention", "attention_backward", "scores", "soft
 _quiet: dict[str, Any] = dict(invalid="ignore", divide="ignore", over="ignore", under="ignore")
 
 
-def _visible(p: V.Problem, vis: V.Visibility) -> np.ndarray:
+def _visible(p: validate.Problem, vis: validate.Visibility) -> np.ndarray:
     """(B, H, n, m): may query i of (batch b, head h) see key j?"""
     B, H, Hkv, n, m, *_ = p.shape
     ms = vis.key_lengths if vis.key_lengths is not None else np.full(B, m)
@@ -40,10 +40,10 @@ def _visible(p: V.Problem, vis: V.Visibility) -> np.ndarray:
     return seen
 
 
-def _scores4(p: V.Problem, vis: V.Visibility) -> np.ndarray:
+def _scores4(p: validate.Problem, vis: validate.Visibility) -> np.ndarray:
     """(B, H, n, m) scores, -inf where hidden; kv head h // group serves query head h."""
     B, H, Hkv, n, m, dk, _ = p.shape
-    k = V.kv_values(p.k, p.dtype)  # a float16 or bfloat16 cache: the widened values
+    k = validate.kv_values(p.k, p.dtype)  # a float16 or bfloat16 cache: the widened values
     k = np.repeat(k, H // Hkv, axis=1) if Hkv else k
     with np.errstate(**_quiet):
         s = np.matmul(p.q, np.swapaxes(k, -1, -2)) * p.dtype.type(p.scale)
@@ -78,15 +78,15 @@ def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bo
            mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
            window: int | None = None) -> np.ndarray:
     """Reference for :func:`attncore.scores`."""
-    p, vis = V.scores_args(q, k, scale=scale, causal=causal, mask=mask, key_lengths=key_lengths,
-                           window=window)
+    p, vis = validate.scores_args(q, k, scale=scale, causal=causal, mask=mask,
+                                  key_lengths=key_lengths, window=window)
     B, H, Hkv, n, m, *_ = p.shape
     return _scores4(p, vis).reshape(p.lead + (n, m))
 
 
 def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     """Reference for :func:`attncore.softmax`."""
-    a, axis = V.softmax_args(x, axis)
+    a, axis = validate.softmax_args(x, axis)
     w, _ = _softmax_last(np.moveaxis(a.astype(a.dtype.newbyteorder("=")), axis, -1))
     return np.moveaxis(w, -1, axis)
 
@@ -158,12 +158,12 @@ def attention(
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Reference for :func:`attncore.attention` (``method`` and block sizes are
     validated, then ignored: the reference always materialises)."""
-    method, p, vis, _, _ = V.attention_args(
+    method, p, vis, _, _ = validate.attention_args(
         q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
         return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window)
     B, H, Hkv, n, m, dk, dv = p.shape
     w, lse = _softmax_last(_scores4(p, vis))
-    v4 = V.kv_values(p.v, p.dtype)
+    v4 = validate.kv_values(p.v, p.dtype)
     v4 = np.repeat(v4, H // Hkv, axis=1) if Hkv else v4
     out = _weighted_sum(w, v4, _visible(p, vis))
     result = [out.reshape(p.lead + (n, dv))]
@@ -180,8 +180,8 @@ def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = 
                     return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
     """Reference for :func:`attncore.plain_attention`: its checks (float16
     refused), then :func:`attention`."""
-    V.plain_args(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
-                 window=window)
+    validate.plain_args(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
+                        window=window)
     return attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
                      window=window, return_lse=return_lse)
 
@@ -189,7 +189,7 @@ def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = 
 def merge(o_a: ArrayLike, lse_a: ArrayLike, o_b: ArrayLike, lse_b: ArrayLike,
           *more: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Reference for :func:`attncore.merge`: the log-sum-exp rule over all parts."""
-    outs, lses, shape, dtype = V.merge_parts((o_a, lse_a, o_b, lse_b) + more)
+    outs, lses, shape, dtype = validate.merge_parts((o_a, lse_a, o_b, lse_b) + more)
     o = np.stack([a.astype(dtype) for a in outs])  # (parts, ..., n, dv)
     lse = np.stack([a.astype(dtype) for a in lses])  # (parts, ..., n)
     with np.errstate(**_quiet):
@@ -208,7 +208,7 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool =
                      feature_map: str = "elu1") -> np.ndarray:
     """Reference for :func:`attncore.linear_attention`, written as the n×m
     table of φ(q)·φ(k) weights it avoids (the definition, not the algorithm)."""
-    p, vis = V.linear_problem(q, k, v, causal, feature_map)
+    p, vis = validate.linear_problem(q, k, v, causal, feature_map)
     B, H, Hkv, n, m, dk, dv = p.shape
     phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))  # noqa: E731
     k4 = np.repeat(phi(p.k), H // Hkv, axis=1) if Hkv else phi(p.k)
@@ -229,8 +229,8 @@ def multi_head_attention(x: ArrayLike, w_q: ArrayLike, w_k: ArrayLike, w_v: Arra
                          window: int | None = None) -> np.ndarray:
     """Reference for :func:`attncore.multi_head_attention`: NumPy matmuls and
     the reference attention."""
-    x, w_q, w_k, w_v, w_o, heads, kv_heads, d_head = V.mha_args(x, w_q, w_k, w_v, w_o,
-                                                                heads=heads, kv_heads=kv_heads)
+    x, w_q, w_k, w_v, w_o, heads, kv_heads, d_head = validate.mha_args(
+        x, w_q, w_k, w_v, w_o, heads=heads, kv_heads=kv_heads)
 
     def split(t, h):
         return np.swapaxes(t.reshape(t.shape[:-1] + (h, d_head)), -2, -3)
@@ -252,9 +252,9 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     With P the weights and D_i = Σ_c dout_ic·out_ic:
     dV = Pᵀ·dout, dP = dout·Vᵀ, dS = P∘(dP − D), dQ = dS·K·scale, dK = dSᵀ·Q·scale;
     for GQA the dK and dV of a kv head are summed over its query heads."""
-    _, p, vis, arrays = V.backward_args(q, k, v, out, lse, dout, causal=causal, scale=scale,
-                                        window=window, mask=mask, key_lengths=key_lengths,
-                                        method=method)
+    _, p, vis, arrays = validate.backward_args(q, k, v, out, lse, dout, causal=causal, scale=scale,
+                                               window=window, mask=mask, key_lengths=key_lengths,
+                                               method=method)
     B, H, Hkv, n, m, dk, dv = p.shape
     g = H // Hkv if Hkv else 1
     o4, do4, lse4 = arrays["out"], arrays["dout"], arrays["lse"]

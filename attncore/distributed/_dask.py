@@ -224,7 +224,7 @@ def _is_dask(a) -> bool:
     return type(a).__module__.startswith("dask.")
 
 
-def _problem(q, k, v, *, scale, causal, window, key_lengths):
+def _call_shape(q, k, v, *, scale, causal, window, key_lengths):
     """Check the shapes and arguments as attncore.attention does, on stand-ins
     one token long (nothing is computed or copied): (scale, key lengths or
     None, batch, heads, kv_heads, d_k, d_v, n, m)."""
@@ -250,8 +250,8 @@ def _problem(q, k, v, *, scale, causal, window, key_lengths):
 
 def _plan_for(q, k, v, workers: int, *, causal, window, layout, chunks, key_lengths,
               scale) -> tuple[Plan, dict]:
-    scale, kl, B, H, Hkv, dk, dv, n, m = _problem(q, k, v, scale=scale, causal=causal,
-                                                  window=window, key_lengths=key_lengths)
+    scale, kl, B, H, Hkv, dk, dv, n, m = _call_shape(q, k, v, scale=scale, causal=causal,
+                                                     window=window, key_lengths=key_lengths)
     pl = make_plan(n, m, workers, causal=causal, layout=layout, chunks=chunks, window=window,
                    batch=B, heads=H, kv_heads=Hkv, head_dim=dk, value_dim=dv,
                    itemsize=np.dtype(q.dtype).itemsize, kv_itemsize=np.dtype(k.dtype).itemsize,
@@ -515,8 +515,8 @@ class KVCache:
                 raise ValueError("the cache is empty: append keys and values before attend")
             stand_k = np.zeros(self.batch + (self.kv_heads, 1, self.head_dim), self.dtype)
             stand_v = np.zeros(self.batch + (self.kv_heads, 1, self.value_dim), self.dtype)
-            scale, *_ = _problem(q, stand_k, stand_v, scale=scale, causal=causal, window=window,
-                                 key_lengths=None)
+            scale, *_ = _call_shape(q, stand_k, stand_v, scale=scale, causal=causal, window=window,
+                                    key_lengths=None)
             n = q.shape[-2]
             geo = dict(qa=0, n=n, m=m, causal=bool(causal), window=window, scale=scale,
                        key_lengths=None)
