@@ -38,8 +38,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[False] = ...,
               return_weights: Literal[False] = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ..., _split_kv: int | None = ...,
-              _block_counts: np.ndarray | None = ...) -> np.ndarray: ...
+              window: int | None = ...) -> np.ndarray: ...
 
 
 @overload
@@ -48,8 +47,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[True],
               return_weights: Literal[False] = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ..., _split_kv: int | None = ...,
-              _block_counts: np.ndarray | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -58,8 +56,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[False] = ...,
               return_weights: Literal[True],
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ..., _split_kv: int | None = ...,
-              _block_counts: np.ndarray | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -68,9 +65,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[True],
               return_weights: Literal[True],
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ..., _split_kv: int | None = ...,
-              _block_counts: np.ndarray | None = ...
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+              window: int | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -79,8 +74,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: bool = ...,
               return_weights: bool = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ..., _split_kv: int | None = ...,
-              _block_counts: np.ndarray | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
+              window: int | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(
@@ -98,8 +92,6 @@ def attention(
     mask: ArrayLike | None = None,
     key_lengths: ArrayLike | None = None,
     window: int | None = None,
-    _split_kv: int | None = None,
-    _block_counts: np.ndarray | None = None,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Scaled dot-product attention, ``softmax(q·kᵀ·scale)·v``, in the C core.
 
@@ -158,25 +150,51 @@ def attention(
     lse : ndarray, shape (..., H, n), if ``return_lse``
     weights : ndarray, shape (..., H, n, m), if ``return_weights``
 
-    Private keywords (for the tests and the tour, not a stable API):
-    ``_split_kv`` forces the decode path of ``method="flash"`` (1), forbids
-    it (0) or leaves it to the kernel (-1; ``None``: the module default
-    ``_SPLIT_KV``).  ``_block_counts``, an int64 array of 2, receives the
-    blockwise kernel's own count of the (Q block, K block) tiles it computed
-    and of those it had to mask (the rest of the grid it skipped); it turns
-    the decode path off.
-
     Notes
     -----
     Cost: 4·B·H·n·m·d FLOPs (about half with ``causal`` and n == m); reads
     the K/V bytes once per query block.  NaN in an input reaches exactly the
     rows that see it: a masked key never affects a row, even where its value
     is inf or NaN.
+
+    Examples
+    --------
+    >>> import numpy as np, attncore
+    >>> rng = np.random.default_rng(0)
+    >>> q = rng.standard_normal((8, 128, 64), np.float32)      # (heads, n, d_k)
+    >>> k = rng.standard_normal((2, 128, 64), np.float32)      # 2 kv heads: GQA 8/2
+    >>> v = rng.standard_normal((2, 128, 64), np.float32)
+    >>> attncore.attention(q, k, v, causal=True).shape
+    (8, 128, 64)
+    >>> out, lse = attncore.attention(q, k, v, return_lse=True)
+    >>> lse.shape
+    (8, 128)
+    >>> ref = attncore.reference.attention(q, k, v, causal=True)   # the NumPy oracle
+    >>> bool(np.allclose(attncore.attention(q, k, v, causal=True), ref, atol=1e-5))
+    True
+    >>> k16, v16 = k.astype(np.float16), v.astype(np.float16)    # a 16-bit KV cache
+    >>> attncore.attention(q[:, -1:], k16, v16).dtype           # one decode step
+    dtype('float32')
     """
+    return _attention(q, k, v, causal=causal, scale=scale, method=method, block_q=block_q,
+                      block_k=block_k, return_lse=return_lse, return_weights=return_weights,
+                      mask=mask, key_lengths=key_lengths, window=window)
+
+
+def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=None, block_k=None,
+               return_lse=False, return_weights=False, mask=None, key_lengths=None, window=None,
+               split_kv: int | None = None, block_counts: np.ndarray | None = None):
+    """:func:`attention` with the keywords of the tests and the teaching code
+    (not a stable API).  ``split_kv`` forces the decode path of
+    ``method="flash"`` (1), forbids it (0) or leaves it to the kernel (-1;
+    ``None``: the module default ``_SPLIT_KV``).  ``block_counts``, an int64
+    array of 2, receives the blockwise kernel's own count of the (Q block,
+    K block) tiles it computed and of those it had to mask (the rest of the
+    grid it skipped); it turns the decode path off."""
     method, p, vis, bq, bk = validate.attention_args(
         q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
         return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window,
-        split_kv=_split_kv, block_counts=_block_counts)
+        split_kv=split_kv, block_counts=block_counts)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     lse = np.empty((B, H, n), p.dtype)
@@ -186,10 +204,10 @@ def attention(
     k4, v4 = _for_core(p.k), _for_core(p.v)
     bf16 = p.kv16 == "bfloat16"
     if method == "flash":
-        split = _SPLIT_KV if _split_kv is None else _split_kv
-        if _block_counts is not None:
+        split = _SPLIT_KV if split_kv is None else split_kv
+        if block_counts is not None:
             split = 0  # counting tiles is about the blockwise grid, never decode's chunks
-        _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split, _block_counts,
+        _core.flash(p.q, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split, block_counts,
                     bf16=bf16)
     else:
         table = B * H * n * m if return_weights else n * m

@@ -87,11 +87,11 @@ def attention_args(q, k, v, *, causal, scale, method, block_q, block_k, return_w
     attncore.attention's private keywords (the reference has none)."""
     method = method_name(method)
     if split_kv not in (None, -1, 0, 1) or isinstance(split_kv, bool):
-        raise ValueError(f"_split_kv must be -1, 0 or 1, got {split_kv!r}")
+        raise ValueError(f"split_kv must be -1, 0 or 1, got {split_kv!r}")
     if block_counts is not None and not (isinstance(block_counts, np.ndarray)
                                          and block_counts.dtype == np.int64
                                          and block_counts.shape == (2,)):
-        raise ValueError("_block_counts must be an int64 array of shape (2,)")
+        raise ValueError("block_counts must be an int64 array of shape (2,)")
     p = problem(q, k, v, scale=scale)
     vis = visibility(p, causal, window, mask, key_lengths)
     bq, bk = block_size(block_q, "block_q"), block_size(block_k, "block_k")

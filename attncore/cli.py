@@ -3,19 +3,22 @@
     attncore info                  what this build is and runs
     attncore check [--sizes ...]   naive and blockwise vs the reference, per n:
                                    max error, time, peak memory
-    attncore bench [--quick|--full] [--isa native|all|avx2|...]
-                                   the benchmark sweep against NumPy and torch, attncore
-                                   and torch held to one instruction set, under the
-                                   machine's measured roofs; table + figures
+    attncore bench [--quick|--full] [--isa native|all|avx2|...] [--wide]
+                                   the benchmark sweep against NumPy and torch (about two
+                                   minutes), attncore and torch held to one instruction
+                                   set, under the machine's measured roofs; a table that
+                                   fits 100 columns, JSON and figures in a folder of its own
     attncore bench --distributed [--scheduler ADDRESS]
                                    attncore.distributed on a Dask cluster: scaling, bytes
                                    moved against the plan, decode steps, simulated clusters
     attncore tour [--markdown F] [--markdown-zh F]
                                    every teaching experiment: tables, figures, and the
                                    tutorial in English and Chinese
-    attncore notebook              the live notebooks in JupyterLab (widgets on the kernels)
+    attncore notebook [ARGS...]    the live notebooks in JupyterLab (widgets on the kernels);
+                                   ARGS go to JupyterLab
     attncore plot FILE.json        the same figures from a saved run or from
-                                   pytest-benchmark's JSON (pytest bench/ --benchmark-json)
+                                   pytest-benchmark's JSON (pytest bench/ --benchmark-json),
+                                   written beside FILE.json
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -100,7 +104,7 @@ def _bench_child(args, cases) -> int:
               file=sys.stderr)
         return 2
     result = bench.run(cases, methods=args.methods, nthreads=args.threads, quick=args.quick,
-                       progress=not args.no_progress)
+                       full=args.full, progress=not args.no_progress)
     capability = held.torch_capability() if "torch" in args.methods else None
     result["isa"] = {"attncore": _core.isa(), "torch_capability": capability,
                      "torch_held": held.held(args.isa, capability),
@@ -121,22 +125,45 @@ def _bench_distributed(args) -> int:
         print("attncore bench --distributed needs Dask: pip install 'attncore[distributed]'",
               file=sys.stderr)
         return 2
+    out = _run_folder(args.out, "distributed.json")
+    if out is None:
+        return 2
     result = dbench.run(scheduler=args.scheduler, workers=args.workers, quick=args.quick,
                         progress=(lambda s: None) if args.no_progress else print)
     dbench.print_report(result)
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     from attncore import bench
 
-    path = os.path.join(args.out, "distributed.json")
+    path = os.path.join(out, "distributed.json")
     bench.save(result, path)
     print(f"results: {path}")
     if not args.no_plots:
-        print(f"figure: {dbench.figure(result, args.out)}")
+        print(f"figure: {dbench.figure(result, out)}")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(dbench.markdown(result) + "\n")
         print(f"markdown: {args.markdown}")
     return 0
+
+
+BENCH_ROOT = "attncore-bench"
+
+
+def _run_folder(given: str | None, what: str = "bench.json") -> str | None:
+    """Where one run writes: the --out folder given, which must not hold a
+    run already, or a new attncore-bench/<date-time>/ (None: refused)."""
+    if given:
+        held = [os.path.join(dp, f) for dp, _, fs in os.walk(given) for f in fs if f == what]
+        if held:
+            print(f"attncore bench: {given} already holds a run ({held[0]}); give another "
+                  f"--out, or none for a new {BENCH_ROOT}/<date-time>/", file=sys.stderr)
+            return None
+        return given
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, i = os.path.join(BENCH_ROOT, stamp), 2
+    while os.path.exists(path):
+        path, i = os.path.join(BENCH_ROOT, f"{stamp}-{i}"), i + 1
+    return path
 
 
 def cmd_bench(args) -> int:
@@ -159,6 +186,10 @@ def cmd_bench(args) -> int:
     except ValueError as e:
         print(f"attncore bench: {e}", file=sys.stderr)
         return 2
+    run_dir = _run_folder(args.out)
+    if run_dir is None:
+        return 2
+    print(f"attncore bench: {len(cases)} cases on {', '.join(isas)}; this run's folder: {run_dir}")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for isa in isas:  # each in a child: torch reads its ISA settings once, at import
@@ -176,12 +207,12 @@ def cmd_bench(args) -> int:
                 print(f"attncore bench: the {isa} run failed (exit status {rc})", file=sys.stderr)
                 return rc
             results[isa] = bench.load(path)
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(run_dir, exist_ok=True)
     markdown = []
     for isa, result in results.items():
-        out = args.out if len(results) == 1 else os.path.join(args.out, isa)
+        out = run_dir if len(results) == 1 else os.path.join(run_dir, isa)
         os.makedirs(out, exist_ok=True)
-        bench.print_table(result)
+        bench.print_table(result, wide=args.wide)
         path = os.path.join(out, "bench.json")
         bench.save(result, path)
         print(f"results: {path}")
@@ -228,7 +259,10 @@ def cmd_notebook(args) -> int:
         print("attncore notebook: no docs/notebooks found; run it from a checkout of attncore "
               "or give --dir", file=sys.stderr)
         return 2
-    argv = [sys.executable, "-m", "jupyterlab", d]
+    extra = list(args.jupyter_args)
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
+        extra.append("--allow-root")  # JupyterLab refuses root without it
+    argv = [sys.executable, "-m", "jupyterlab", d, *extra]
     if args.dry_run:
         print(" ".join(argv))
         return 0
@@ -247,8 +281,9 @@ def cmd_plot(args) -> int:
     from attncore import bench
 
     result = bench.load(args.file)
-    bench.print_table(result)
-    for p in bench.figures(result, args.out):
+    bench.print_table(result, wide=args.wide)
+    out = args.out or os.path.dirname(os.path.abspath(args.file))
+    for p in bench.figures(result, out):
         print(f"figure: {p}")
     return 0
 
@@ -276,11 +311,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="the benchmark sweep (the main job)")
     size = b.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a short sweep (under a minute)")
-    size.add_argument("--full", action="store_true", help="the long sweep, n up to 16384")
+    size.add_argument("--quick", action="store_true",
+                      help="a smoke pass: fewer cases, shorter timings (under a minute)")
+    size.add_argument("--full", action="store_true",
+                      help="the long sweep: n up to 16384, d = 128, m up to 131072")
     b.add_argument("--sizes", type=int, nargs="+", metavar="N", help="only these n")
     b.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    b.add_argument("--out", default="attncore-bench", help="folder for JSON and figures")
+    b.add_argument("--out", help="folder for this run's JSON and figures, which must not hold "
+                                  "a run already (default: a new attncore-bench/<date-time>/)")
+    b.add_argument("--wide", action="store_true",
+                   help="the table with every method and column (about 170 columns)")
     b.add_argument("--no-plots", action="store_true")
     b.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown")
     b.add_argument("--no-progress", action="store_true")
@@ -314,13 +354,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plot", help="figures from a saved run or pytest-benchmark JSON")
     pl.add_argument("file")
-    pl.add_argument("--out", default="attncore-bench")
+    pl.add_argument("--out", help="folder for the figures (default: the JSON's own folder)")
+    pl.add_argument("--wide", action="store_true", help="the table with every method and column")
     pl.set_defaults(fn=cmd_plot)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # `attncore notebook` hands what it does not know to JupyterLab (--port, --allow-root, ...)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "notebook":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.jupyter_args = extra
     if args.threads is not None:
         attncore.set_num_threads(args.threads)
     return args.fn(args)

@@ -40,6 +40,8 @@ class KVCache:
     capacity : int
         Initial capacity in tokens.
 
+    Notes
+    -----
     Threads.  A cache may be shared between threads.  Each :meth:`append`
     lands whole, in the order the appends take the cache's lock (held only
     while the new rows are copied in); :meth:`attend`, :attr:`keys` and

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
+import attncore
 from attncore import bench, cli
 from helpers import assert_figure
 
@@ -54,7 +55,11 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
                        "--markdown", str(tmp_path / "t.md")])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "GFLOP/s" in text and "roofs: FMA" in text and "attncore-naive" in text
+    # the compact table: one line a case, every line within 100 columns
+    assert "attncore ms" in text and "best peer ms" in text and "roofs: FMA" in text
+    assert "numpy" in text and "prefill 256 causal" in text and "% roof" in text
+    table = [line for line in text.splitlines() if str(tmp_path) not in line]  # not the paths
+    assert max(map(len, table)) <= 100, max(table, key=len)
     md = (tmp_path / "t.md").read_text()
     assert "| regime | n | m | d |" in md and "Roofs measured in the same run" in md
     result = json.loads((out / "bench.json").read_text())
@@ -63,9 +68,36 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
     assert {r["causal"] for r in result["rows"]} == {False, True}
     for name in ("time_vs_n", "gflops_vs_n", "memory_vs_n", "roofline"):
         assert_figure(out / f"{name}.png")
-    # the same figures again from the saved JSON
-    assert cli.main(["plot", str(out / "bench.json"), "--out", str(tmp_path / "p")]) == 0
+    # the same figures again from the saved JSON, with every method and column
+    assert cli.main(["plot", str(out / "bench.json"), "--out", str(tmp_path / "p"), "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "GFLOP/s" in wide and "attncore-naive" in wide
     assert_figure(tmp_path / "p" / "roofline.png")
+    # a folder that holds a run is never written over
+    assert cli.main(["bench", "--quick", "--sizes", "256", "--methods", "attncore-flash",
+                     "--no-progress", "--no-plots", "--out", str(out)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    # plot writes beside the JSON it reads
+    copy = tmp_path / "elsewhere" / "run.json"
+    copy.parent.mkdir()
+    copy.write_text((out / "bench.json").read_text())
+    assert cli.main(["plot", str(copy)]) == 0
+    assert_figure(copy.parent / "roofline.png")
+
+
+def test_each_run_gets_a_folder_of_its_own(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = ["bench", "--quick", "--sizes", "256", "--methods", "attncore-flash", "--no-progress",
+            "--no-plots"]
+    assert cli.main(argv) == 0 and cli.main(argv) == 0
+    runs = sorted((tmp_path / "attncore-bench").iterdir())
+    assert len(runs) == 2 and all((r / "bench.json").exists() for r in runs)
+    text = capsys.readouterr().out
+    assert all(f"this run's folder: {os.path.join('attncore-bench', r.name)}" in text
+               for r in runs)
+    result = json.loads((runs[0] / "bench.json").read_text())
+    assert result["machine"]["date"] and result["machine"]["version"] == attncore.__version__
+    assert all(r["rounds"] >= 2 and r["spread"] >= 0 for r in result["rows"])
 
 
 def test_decode_and_window_cases(tmp_path):
@@ -96,10 +128,13 @@ def test_decode_and_window_cases(tmp_path):
 
 def test_pytest_benchmark_suite_smoke_pass_and_plot(tmp_path):
     js = tmp_path / "pb.json"
+    # pytest-benchmark times nothing where xdist is active: not in this child, though this
+    # test may run in an xdist worker (whose PYTEST_XDIST_WORKER the child would inherit)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     r = subprocess.run([sys.executable, "-m", "pytest", BENCH_DIR, "--smoke", "-q",
-                        "-p", "no:cacheprovider", f"--benchmark-json={js}",
+                        "-p", "no:cacheprovider", "-p", "no:xdist", f"--benchmark-json={js}",
                         "--benchmark-min-rounds=1"],
-                       cwd=tmp_path, capture_output=True, text=True)
+                       cwd=tmp_path, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     loaded = bench.load(js)
     assert loaded["rows"] and {"fma_gflops", "read_gbs", "sgemm_gflops"} <= set(loaded["roofs"])

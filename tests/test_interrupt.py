@@ -24,7 +24,10 @@ from attncore import _api
 
 from helpers import not_emulated
 
-pytestmark = [pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer"),
+# slow: latencies timed against the wall clock, so run alone (`pytest -m slow`), not beside
+# other xdist workers on the same cores
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer"),
               not_emulated("the calls and the one-second deadline are sized for native speed, "
                            "and the last test starts another interpreter")]
 

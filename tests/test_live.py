@@ -117,8 +117,19 @@ def test_attncore_notebook_finds_the_notebooks(capsys, monkeypatch, tmp_path):
     (tmp_path / "docs" / "notebooks" / "01-x.ipynb").write_text("{}")
     monkeypatch.chdir(tmp_path)  # a checkout: docs/notebooks under the current folder
     assert cli.main(["notebook", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "-m jupyterlab" in out and out.strip().endswith(os.path.join("docs", "notebooks"))
+    out = capsys.readouterr().out.split()
+    assert out[1:3] == ["-m", "jupyterlab"] and out[3].endswith(os.path.join("docs", "notebooks"))
+    # JupyterLab refuses root without --allow-root: attncore adds it there
+    assert ("--allow-root" in out) == (os.geteuid() == 0)
+    # what attncore does not know goes to JupyterLab
+    assert cli.main(["notebook", "--dry-run", "--port", "8899", "--no-browser"]) == 0
+    out = capsys.readouterr().out.split()
+    assert out[4:6] == ["--port", "8899"] and "--no-browser" in out
+    assert out.count("--allow-root") == (os.geteuid() == 0)
+    assert cli.main(["notebook", "--dry-run", "--allow-root"]) == 0
+    assert capsys.readouterr().out.split().count("--allow-root") == 1
+    with pytest.raises(SystemExit):  # only the notebook command passes arguments on
+        cli.main(["info", "--port", "8899"])
     assert cli.main(["notebook", "--dir", str(tmp_path / "docs" / "notebooks"), "--dry-run"]) == 0
     assert cli.main(["notebook", "--dir", str(tmp_path / "nowhere"), "--dry-run"]) == 2
 

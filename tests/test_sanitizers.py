@@ -42,6 +42,7 @@ def libasan():
 
 
 pytestmark = [
+    pytest.mark.slow,  # the suite rebuilt and run under the sanitizers: `pytest -m slow`
     pytest.mark.skipif(bool(os.environ.get("ATTNCORE_SANITIZED")),
                        reason="already the sanitized run"),
     pytest.mark.skipif(libasan() is None, reason="needs gcc with libasan (Linux)"),
@@ -81,8 +82,9 @@ def test_the_suite_is_clean_under_address_and_undefined_behaviour_sanitizers(tmp
 
     ignores = [a for f in LEFT_OUT for a in ("--ignore", f"tests/{f}")]
     # -s: a sanitizer report goes to stderr, which must not be captured and lost
+    # -m: the slow set too (the interrupts), as before it was one (this test skips itself there)
     out = run([sys.executable, "-m", "pytest", "-q", "-x", "-s", "-p", "no:cacheprovider",
-               "-p", "no:randomly", *ignores, "tests"], src, env, 3600)
+               "-p", "no:randomly", "-m", "slow or not slow", *ignores, "tests"], src, env, 3600)
     assert "passed" in out and "ERROR: AddressSanitizer" not in out
     assert "runtime error:" not in out
 

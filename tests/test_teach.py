@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attncore
-from attncore import teach
+from attncore import _api, teach
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +150,9 @@ def test_causal_block_counts_are_the_analytic_ones(n, block):
 
 def test_block_counts_under_a_window():
     x = np.random.default_rng(0).standard_normal((1024, 8)).astype(np.float32)
-    counts = np.zeros(2, np.int64)  # attention's private keyword: the kernel's own tile count
-    out = attncore.attention(x, x, x, causal=True, window=128, block_q=128, block_k=128,
-                             _block_counts=counts)
+    counts = np.zeros(2, np.int64)  # the kernel's own tile count, a private keyword
+    out = _api._attention(x, x, x, causal=True, window=128, block_q=128, block_k=128,
+                          block_counts=counts)
     computed, masked = int(counts[0]), int(counts[1])
     # each Q block sees its diagonal block and the one before it (but the first)
     assert computed == 2 * 8 - 1 and masked == computed

@@ -70,9 +70,61 @@ def _mask(r) -> str:
     return ("causal" if r["causal"] else "full") + (f" w={r['window']}" if r.get("window") else "")
 
 
+def _ms(r) -> str:
+    """A time in ms with its spread: how far the median round sat above the best."""
+    t = f"{r['seconds'] * 1e3:.2f}"
+    return t if r.get("spread") is None else f"{t} +{100 * r['spread']:.0f}%"
+
+
+def _roof_share(r, roofs) -> str:
+    """% of the regime's roof: FMA for prefill, streaming read for decode."""
+    roof, got = ((roofs.get("read_gbs"), r["gbs"]) if r["regime"] == "decode"
+                 else (roofs.get("fma_gflops"), r["gflops"]))
+    return f"{100 * got / roof:.0f}%" if roof else "—"
+
+
+def case_label(r) -> str:
+    """A case in a few words: 'prefill 2048 causal', 'decode 32k 32/8 bf16'."""
+    short = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+    kv = r.get("kv_dtype", r["dtype"])
+    dt = short.get(r["dtype"], r["dtype"]) + ("" if kv == r["dtype"] else "/" + short.get(kv, kv))
+    d = "" if r["d"] == (128 if r["regime"] == "decode" else 64) else f" d{r['d']}"
+    if r["regime"] == "decode":
+        m = f"{r['m'] // 1024}k" if r["m"] % 1024 == 0 else str(r["m"])
+        return f"decode {m} {r['H']}/{r.get('Hkv', r['H'])} {dt}{d}"
+    extra = f" w{r['window']}" if r.get("window") else ""
+    return f"{r['regime']} {r['n']}{d} {'causal' if r['causal'] else 'full'}{extra}" + (
+        "" if dt == "f32" else f" {dt}")
+
+
+COMPACT_COLUMNS = ["case", "attncore ms", "best peer ms", "attncore speed", "% roof"]
+
+
+def compact_rows(result: dict) -> list[list[str]]:
+    """One line per case: attncore's blockwise kernel, the fastest peer (NumPy
+    or torch), how many times faster attncore is (peer time ÷ attncore time),
+    and attncore's share of the regime's roof.  Times carry their spread."""
+    by_case: dict = {}
+    for r in result["rows"]:
+        by_case.setdefault(_case_key(r), {})[r["method"]] = r
+    out = []
+    for group in by_case.values():
+        a = group.get("attncore-flash")
+        if a is None:
+            continue
+        peers = [r for m, r in group.items() if not m.startswith("attncore")]
+        best = min(peers, key=lambda r: r["seconds"]) if peers else None
+        out.append([case_label(a), _ms(a),
+                     f"{best['method']} {_ms(best)}" if best else "—",
+                     f"{best['seconds'] / a['seconds']:.2f}×" if best else "—",
+                     _roof_share(a, result["roofs"])])
+    return out
+
+
 def table_rows(result: dict) -> list[list[str]]:
-    """One line per (case, method): time, GFLOP/s, GB/s, % of the regime's
-    roof (FMA for prefill, streaming read for decode), speed-ups, memory."""
+    """The wide table (--wide): one line per (case, method): time, GFLOP/s,
+    GB/s, % of the regime's roof (FMA for prefill, streaming read for decode),
+    speed-ups, memory."""
     rows = result["rows"]
     roofs = result["roofs"]
     by_case = {}
@@ -91,14 +143,14 @@ def table_rows(result: dict) -> list[list[str]]:
             out.append([r["regime"], str(r["n"]), str(r["m"]), str(r["d"]),
                         f"{r['H']}/{r.get('Hkv', r['H'])}", mask,
                         r["dtype"] if kv == r["dtype"] else f"{r['dtype']}/{kv}", method,
-                        f"{r['seconds'] * 1e3:.2f}", f"{r['gflops']:.1f}", f"{r['gbs']:.1f}",
+                        _ms(r), f"{r['gflops']:.1f}", f"{r['gbs']:.1f}",
                         f"{100 * got / roof:.0f}%" if roof else "—",
                         ratio("numpy"), ratio("torch"),
                         human_bytes(r["peak_bytes"]) if r.get("peak_bytes") is not None else "—"])
     return out
 
 
-TABLE_COLUMNS = ["regime", "n", "m", "d", "H/Hkv", "mask", "dtype q/kv", "method", "time (ms)",
+TABLE_COLUMNS = ["regime", "n", "m", "d", "H/Hkv", "mask", "dtype q/kv", "method", "time ms",
                  "GFLOP/s", "GB/s", "% roof", "vs NumPy", "vs torch", "peak memory"]
 
 
@@ -197,38 +249,60 @@ def markdown_summary(results: dict) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in summary_rows(results)])
 
 
-def print_table(result: dict) -> None:
+def _roof_line(roofs) -> str:
+    return (f"roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, read "
+            f"{roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm {roofs.get('sgemm_gflops', 0):.0f} "
+            f"GFLOP/s")
+
+
+def machine_line(result: dict) -> str:
+    """The machine, threads, ISA and BLAS of a run, and when and where it ran."""
+    m, roofs = result.get("machine", {}), result.get("roofs", {})
+    blas = m.get("blas") or {}
+    blas_text = (f"{blas.get('library')} {blas.get('version')} (kernel {blas.get('kernel')})"
+                 if isinstance(blas, dict) and blas.get("library") else "not recorded")
+    line = (f"machine: {m.get('cpu')}, {roofs.get('threads') or 'unrecorded'} threads, isa "
+            f"{roofs.get('isa') or 'unrecorded'}; BLAS: {blas_text}")
+    if m.get("date") or m.get("commit"):
+        line += f"; run {m.get('date', '?')} at attncore {m.get('version', '?')}"
+        line += f" ({m['commit']})" if m.get("commit") else ""
+    return line + (f"; versions {m['versions']}" if m.get("versions") else "")
+
+
+def print_table(result: dict, wide: bool = False) -> None:
+    """The run's table: compact (one line a case, fits 100 columns) or wide
+    (one line per case and method, every column)."""
     from rich.console import Console
     from rich.table import Table
 
     roofs = result["roofs"]
-    title = "attncore bench (% roof: of the FMA roof for prefill, of the read roof for decode)"
+    con = Console(width=None if Console().is_terminal else (200 if wide else 100))
+    t = Table(title="attncore bench" + (" (every method)" if wide else ""), title_justify="left")
+    columns, rows = (TABLE_COLUMNS, table_rows(result)) if wide else (COMPACT_COLUMNS,
+                                                                      compact_rows(result))
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="left" if (c == "case" and not wide) else "right")
+    for r in rows:
+        t.add_row(*r)
+    con.print(t)
+    notes = ["ms: the best round, +x%: how far the median round sat above it",
+             "% roof: of the FMA roof for prefill, of the read roof for decode"]
+    if not wide:
+        notes.append("attncore speed: the best peer's time ÷ attncore's (above 1: attncore "
+                     "faster); --wide shows every method")
     if roofs:
-        title += (f" — roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, read "
-                  f"{roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
-                  f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s")
+        notes.append(_roof_line(roofs))
     held = isa_line(result)
     if held:
-        title += "\n" + held
-    t = Table(title=title, title_justify="left")
-    for c in TABLE_COLUMNS:
-        t.add_column(c, justify="right")
-    for r in table_rows(result):
-        t.add_row(*r)
-    con = Console(width=None if Console().is_terminal else 200)
-    con.print(t)
+        notes.append(held)
     fit = slopes(result)
     if fit:
-        con.print("time ∝ n^slope for n ≥ 1024: "
-                  + ", ".join(f"{k} {v:.2f}" for k, v in fit.items()))
-    m = result.get("machine", {})
-    if m:
-        blas = m.get("blas") or {}
-        blas_text = (f"{blas.get('library')} {blas.get('version')} (kernel {blas.get('kernel')})"
-                     if isinstance(blas, dict) and blas.get("library") else "not recorded")
-        con.print(f"machine: {m.get('cpu')}, {roofs.get('threads') or 'unrecorded'} threads, isa "
-                  f"{roofs.get('isa') or 'unrecorded'}; BLAS: {blas_text}"
-                  + (f"; versions {m['versions']}" if m.get("versions") else ""))
+        notes.append("time ∝ n^slope for n ≥ 1024: "
+                     + ", ".join(f"{k} {v:.2f}" for k, v in fit.items()))
+    if result.get("machine"):
+        notes.append(machine_line(result))
+    for line in notes:
+        con.print(line, highlight=False)
 
 
 def markdown_report(result: dict) -> str:
@@ -237,7 +311,9 @@ def markdown_report(result: dict) -> str:
     blas = m.get("blas", {})
     lines = [f"Machine: {m.get('cpu')}, {roofs.get('threads')} threads, attncore ISA "
              f"{roofs.get('isa')}; NumPy BLAS {blas.get('library')} {blas.get('version')} "
-             f"(kernel {blas.get('kernel')}); versions {m.get('versions')}.",
+             f"(kernel {blas.get('kernel')}); versions {m.get('versions')}."
+             + (f" Run {m.get('date')} at attncore {m.get('version')}"
+                f"{' (' + m['commit'] + ')' if m.get('commit') else ''}." if m.get("date") else ""),
              f"Roofs measured in the same run: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, "
              f"streaming read {roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
              f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s."]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import time
 
 import numpy as np
 
@@ -66,4 +68,26 @@ def machine() -> dict:
 
         versions["torch"] = torch.__version__
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "versions": versions, "blas": blas_info()}
+            "versions": versions, "blas": blas_info(), "version": attncore.__version__,
+            "commit": source_commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def source_commit() -> str | None:
+    """The git commit of the checkout this attncore was built from (with
+    "+changes" when its code — csrc/, attncore/, the build files — differs
+    from it), or None for an installed wheel."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(attncore.__file__)))
+    if not os.path.isdir(os.path.join(here, ".git")):
+        return None
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "--short=10", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "csrc",
+                                "attncore", "setup.py", "pyproject.toml"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")

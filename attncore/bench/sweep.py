@@ -9,7 +9,7 @@ import attncore
 from attncore.bench.cases import Case, make_inputs
 from attncore.bench.peers import METHODS, fits, runner
 from attncore.bench.roofs import machine, measure_roofs
-from attncore.bench.timing import best_of, peak_bytes, quiesce_blas, threads
+from attncore.bench.timing import peak_bytes, quiesce_blas, rounds_of, spread, threads
 
 
 @dataclass
@@ -30,6 +30,8 @@ class Row:
     Hkv: int = 0
     kv_dtype: str = ""
     window: int | None = None
+    rounds: int = 0
+    spread: float | None = None  # the median round's time over the best, minus 1
     gflops: float = field(init=False)
     gbs: float = field(init=False)  # compulsory traffic per second
     intensity: float = field(init=False)
@@ -44,7 +46,8 @@ def run_case(case: Case, methods=METHODS, seed: int = 0, min_time: float = 0.3,
              min_rounds: int = 3, max_rounds: int = 15) -> list[Row]:
     """Every method on one case, timed in interleaved rounds (one call of
     each method a round, NumPy last) so that a burst of load from elsewhere on
-    the machine hits all of them alike; each keeps its fastest call."""
+    the machine hits all of them alike; each keeps its fastest call, and how
+    far its median round sat above it."""
     inputs = make_inputs(case, seed)
     fns = {}
     for method in sorted(methods, key=lambda mt: mt == "numpy"):
@@ -56,20 +59,29 @@ def run_case(case: Case, methods=METHODS, seed: int = 0, min_time: float = 0.3,
         peaks[method] = None if method == "torch" else peak_bytes(fn)[1]
     if "numpy" in fns:
         quiesce_blas()
-    best = best_of(fns, min_time=min_time, min_rounds=min_rounds, max_rounds=max_rounds,
-                   between=quiesce_blas if "numpy" in fns else None)
+    times = rounds_of(fns, min_time=min_time, min_rounds=min_rounds, max_rounds=max_rounds,
+                      between=quiesce_blas if "numpy" in fns else None)
     return [Row(method, case.regime, case.n, case.m, case.d, case.causal, case.dtype, case.B,
-                case.H, best[method], case.flops, case.bytes(method), peaks[method], case.Hkv,
-                case.kv, case.window)
+                case.H, min(times[method]), case.flops, case.bytes(method), peaks[method],
+                case.Hkv, case.kv, case.window, len(times[method]), spread(times[method]))
             for method in fns]
 
 
+# Rounds a case is timed for: at least min_rounds, then until each method has run
+# min_time seconds or max_rounds rounds.  A round with NumPy in it ends with a
+# quarter-second pause for its BLAS threads (quiesce_blas), so max_rounds is what
+# holds the default run to about two minutes.
+TIMING = {"quick": dict(min_time=0.05, min_rounds=2, max_rounds=15),
+          "default": dict(min_time=0.2, min_rounds=3, max_rounds=7),
+          "full": dict(min_time=0.3, min_rounds=3, max_rounds=15)}
+
+
 def run(cases, methods=METHODS, nthreads: int | None = None, progress: bool = True,
-        quick: bool = False) -> dict:
+        quick: bool = False, full: bool = False) -> dict:
     """Measure the roofs, then every case with every method; a JSON-able dict."""
     nthreads = nthreads or attncore.get_num_threads()
     roofs = measure_roofs(nthreads, quick=quick)
-    timing = dict(min_time=0.05, min_rounds=2) if quick else dict(min_time=0.3, min_rounds=3)
+    timing = TIMING["quick" if quick else "full" if full else "default"]
     rows: list[Row] = []
     with threads(nthreads):
         if progress:

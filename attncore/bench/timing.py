@@ -20,25 +20,37 @@ from attncore import _core
 from attncore.bench.peers import torch_available
 
 
-def best_of(fns: dict, *, min_time: float = 0.3, min_rounds: int = 2, max_rounds: int = 20,
-            between=None) -> dict:
-    """The fastest call of each of ``fns`` (name -> no-argument callable), in
+def rounds_of(fns: dict, *, min_time: float = 0.3, min_rounds: int = 2, max_rounds: int = 20,
+              between=None) -> dict:
+    """Every call's time of each of ``fns`` (name -> no-argument callable), in
     interleaved rounds until every function has run ``min_rounds`` times and
     (up to ``max_rounds``) for ``min_time`` seconds; ``between()`` runs after
     each round.  No warm-up here: the caller makes it."""
-    best = dict.fromkeys(fns, float("inf"))
-    spent = dict.fromkeys(fns, 0.0)
+    times: dict = {name: [] for name in fns}
     rounds = 0
-    while fns and (rounds < min_rounds or (rounds < max_rounds and min(spent.values()) < min_time)):
+    while fns and (rounds < min_rounds
+                   or (rounds < max_rounds and min(map(sum, times.values())) < min_time)):
         for name, fn in fns.items():
             t0 = time.perf_counter()
             fn()
-            dt = time.perf_counter() - t0
-            best[name], spent[name] = min(best[name], dt), spent[name] + dt
+            times[name].append(time.perf_counter() - t0)
         if between is not None:
             between()
         rounds += 1
-    return best
+    return times
+
+
+def best_of(fns: dict, **kw) -> dict:
+    """The fastest call of each of ``fns``, timed as :func:`rounds_of` does."""
+    return {name: min(ts, default=float("inf")) for name, ts in rounds_of(fns, **kw).items()}
+
+
+def spread(times) -> float:
+    """How far the typical round sits above the best: median / min − 1."""
+    ts = sorted(times)
+    mid = len(ts) // 2
+    median = ts[mid] if len(ts) % 2 else (ts[mid - 1] + ts[mid]) / 2
+    return median / ts[0] - 1
 
 
 def best_time(fn, min_time: float = 0.3, max_reps: int = 20, min_reps: int = 2) -> float:

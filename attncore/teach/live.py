@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 import attncore
+from attncore._api import _attention  # the kernel's own tile counts (block_counts)
 from attncore.teach.formula import NORMALISERS, normalise_one
 from attncore.teach.formula import scaling as scaling_table
 from attncore.teach.result import _entropy
@@ -189,7 +190,7 @@ def causal_blocks(n: int = 1024, block: int = 128) -> dict:
             grid[i, j] = 0 if first_key > last_row else 2 if last_key <= i * block else 1
     x = np.zeros((1, n, 8), np.float32)
     counts = np.zeros(2, np.int64)
-    attncore.attention(x, x, x, causal=True, block_q=block, block_k=block, _block_counts=counts)
+    _attention(x, x, x, causal=True, block_q=block, block_k=block, block_counts=counts)
     return {"grid": grid, "whole": int((grid == 2).sum()), "masked": int((grid == 1).sum()),
             "skipped": int((grid == 0).sum()), "kernel_computed": int(counts[0]),
             "kernel_masked": int(counts[1])}
