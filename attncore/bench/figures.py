@@ -16,6 +16,8 @@ from attncore.bench.report import _series
 _STYLE = {"attncore-flash": ("C0", "o"), "attncore-naive": ("C1", "s"), "numpy": ("C2", "^"),
           "torch": ("C3", "D")}
 _DTYPE_LINE = {"float32": "-", "float16": "--", "bfloat16": ":", "float64": "-."}
+# and the marker's fill, which tells the dtypes apart where a run has one m (no line)
+_DTYPE_FILL = {"float32": "full", "float16": "none", "bfloat16": "left", "float64": "bottom"}
 
 
 def _legend(ax, handles=None, **kw):
@@ -120,7 +122,8 @@ def _decode_gbs_vs_m(plt, rows, roofs, d):
             pts = sorted((r["m"], r["gbs"]) for r in here if r["method"] == method
                          and r.get("kv_dtype", r["dtype"]) == kv)
             c, mk = _STYLE.get(method, ("k", "x"))
-            ax.semilogx(*zip(*pts), _DTYPE_LINE.get(kv, "-."), marker=mk, color=c)
+            ax.semilogx(*zip(*pts), _DTYPE_LINE.get(kv, "-."), marker=mk, color=c, markersize=8,
+                        fillstyle=_DTYPE_FILL.get(kv, "full"))
             methods.add(method)
             dtypes.add(kv)
         if roofs.get("read_gbs"):
@@ -133,7 +136,8 @@ def _decode_gbs_vs_m(plt, rows, roofs, d):
     axes[0][0].set_ylabel("GB/s")
     handles = [Line2D([], [], color=c, marker=mk, label=m)
                for m in sorted(methods) for c, mk in [_STYLE.get(m, ("k", "x"))]]
-    handles += [Line2D([], [], color="gray", ls=_DTYPE_LINE.get(kv, "-."), label=f"{kv} cache")
+    handles += [Line2D([], [], color="gray", ls=_DTYPE_LINE.get(kv, "-."), marker="o",
+                       fillstyle=_DTYPE_FILL.get(kv, "full"), label=f"{kv} cache")
                 for kv in sorted(dtypes)]
     if roofs.get("read_gbs"):
         handles.append(Line2D([], [], color="k", lw=1, label="read roof (probe)"))
