@@ -39,7 +39,11 @@ def as_float_array(x, name: str, half: bool = False) -> np.ndarray:
     if dt not in FLOAT_DTYPES and not (half and kv16(a.dtype)):
         allowed = ("float32, float64, float16 or bfloat16 (uint16 bits or ml_dtypes.bfloat16)"
                    if half else "float32 or float64")
-        raise TypeError(f"{name} must be {allowed}, got dtype {a.dtype}")
+        hint = ""
+        if not half and kv16(a.dtype):  # 16-bit queries: what attncore does take is a cache
+            hint = (f"; attncore computes in float32 or float64, but k and v may be a 16-bit "
+                    f"KV cache ({kv16(a.dtype)}) with float32 q: pass {name}.astype(np.float32)")
+        raise TypeError(f"{name} must be {allowed}, got dtype {a.dtype}{hint}")
     return a
 
 

@@ -30,6 +30,16 @@ def test_bad_dtype_is_a_type_error(impl, bad, which):
         impl.attention(args["q"], args["k"], args["v"])
 
 
+def test_16_bit_queries_are_pointed_to_the_16_bit_cache(impl):
+    q = np.zeros((2, 4, 8), np.float16)
+    with pytest.raises(TypeError, match=r"q must be float32 or float64.*16-bit KV cache.*"
+                                        r"q\.astype\(np\.float32\)"):
+        impl.attention(q, q, q)
+    # and that advice works
+    q32 = q.astype(np.float32)
+    assert impl.attention(q32, q, q).dtype == np.float32
+
+
 def test_mixed_dtypes_are_a_type_error(impl):
     with pytest.raises(TypeError, match=r"q, k, v must share one dtype.*k float32"):
         impl.attention(ok(), ok().astype(np.float32), ok())

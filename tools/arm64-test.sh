@@ -17,8 +17,9 @@
 #   - site/: aarch64 wheels of numpy, ml_dtypes, pytest and hypothesis (pip --target, --platform);
 #   - buildenv/: a host venv with the build requirements, for the cross build.
 # Every run cross-builds a wheel from the working tree (tracked and untracked files that git does
-# not ignore) with the project's own setup.py and installs it into pkg/, so the tests run the
-# code as it is now.  Needs python3.11 on the host (the build must match the target's ABI).
+# not ignore) with the project's own setup.py, repairs it to a manylinux tag with auditwheel (as
+# tools/wheel-test.sh does for x86-64; wheeltools/ holds it) and installs that wheel into pkg/,
+# so the tests run the code as it is now, installed as a release would be.  Needs python3.11 on the host (the build must match the target's ABI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${ARM64_CACHE:-$HOME/.cache/attncore-arm64}
@@ -101,10 +102,25 @@ say "set up; cross-building the wheel"
     _PYTHON_SYSCONFIGDATA_NAME=_sysconfigdata__aarch64-linux-gnu PYTHONPATH="$cfg" \
     CFLAGS="-I$sysroot/usr/include/python3.11 -I$sysroot/usr/include" \
     "$buildenv/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w dist . >/dev/null)
+# repaired to a manylinux tag as a release would be (auditwheel, from the `wheel` extra, in a
+# venv of its own, finding the aarch64 libgomp in the sysroot), and installed from that wheel
+wheeltools=$cache/wheeltools
+if [ ! -x "$wheeltools/bin/auditwheel" ]; then
+    python3 -m venv "$wheeltools"
+    "$wheeltools/bin/pip" install -q $(python3 -c "import tomllib; print(' '.join(tomllib.load(
+        open('pyproject.toml', 'rb'))['project']['optional-dependencies']['wheel']))")
+fi
+PATH="$wheeltools/bin:$PATH" \
+    LD_LIBRARY_PATH="$sysroot/usr/lib/aarch64-linux-gnu:$sysroot/lib/aarch64-linux-gnu" \
+    "$wheeltools/bin/auditwheel" repair -w "$work/wheelhouse" "$work"/dist/*.whl >/dev/null 2>&1
+wheel=$(ls "$work"/wheelhouse/*.whl)
+plat=$(basename "$wheel" .whl | sed 's/.*-//')  # manylinux_2_N_aarch64
+say "repaired: $(basename "$wheel")"
 pkg=$cache/pkg
 rm -rf "$pkg"
-"$buildenv/bin/pip" install -q --no-deps --target "$pkg" --platform linux_aarch64 \
-    --python-version 3.11 --implementation cp --abi cp311 --only-binary=:all: "$work"/dist/*.whl
+"$buildenv/bin/pip" install -q --no-deps --target "$pkg" --platform "$plat" \
+    --python-version 3.11 --implementation cp --abi cp311 --only-binary=:all: \
+    "$wheel"
 
 # 6. the tests, under each emulated core.  -P keeps the source tree (which has no compiled
 # module) off sys.path; the tests import the installed package.
