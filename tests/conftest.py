@@ -36,7 +36,19 @@ def _test_isas() -> list:
     return chosen
 
 
-@pytest.fixture(params=_test_isas())
+def _isa_params() -> list:
+    """The `isa` fixture's parameters.  The best ISA and scalar (the two ends:
+    the one users run, and the portable C every other is measured against) are
+    in the default set; any between them (avx2 on an AVX-512 machine) is in the
+    slow set, which `pytest -m slow` runs and CI runs in full — so every ISA the
+    machine has is still tested there, and the default run stays within its
+    minutes."""
+    isas = _test_isas()
+    ends = {isas[0], isas[-1]}
+    return [pytest.param(name, marks=() if name in ends else pytest.mark.slow) for name in isas]
+
+
+@pytest.fixture(params=_isa_params())
 def isa(request):
     """Run the test with one micro-kernel set forced, then restore the default."""
     before = attncore.info()["isa"]

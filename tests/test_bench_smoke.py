@@ -64,6 +64,9 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
     assert "| regime | n | m | d |" in md and "Roofs measured in the same run" in md
     result = json.loads((out / "bench.json").read_text())
     assert result["roofs"]["fma_gflops"] > 0 and result["roofs"]["read_gbs"] > 0
+    # the run says when and on what it ran, and each time its rounds and spread
+    assert result["machine"]["date"] and result["machine"]["version"] == attncore.__version__
+    assert all(r["rounds"] >= 2 and r["spread"] >= 0 for r in result["rows"])
     assert {r["method"] for r in result["rows"]} == {"attncore-flash", "attncore-naive", "numpy"}
     assert {r["causal"] for r in result["rows"]} == {False, True}
     for name in ("time_vs_n", "gflops_vs_n", "memory_vs_n", "roofline"):
@@ -87,17 +90,17 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
 
 def test_each_run_gets_a_folder_of_its_own(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    argv = ["bench", "--quick", "--sizes", "256", "--methods", "attncore-flash", "--no-progress",
-            "--no-plots"]
-    assert cli.main(argv) == 0 and cli.main(argv) == 0
-    runs = sorted((tmp_path / "attncore-bench").iterdir())
-    assert len(runs) == 2 and all((r / "bench.json").exists() for r in runs)
-    text = capsys.readouterr().out
-    assert all(f"this run's folder: {os.path.join('attncore-bench', r.name)}" in text
-               for r in runs)
-    result = json.loads((runs[0] / "bench.json").read_text())
-    assert result["machine"]["date"] and result["machine"]["version"] == attncore.__version__
-    assert all(r["rounds"] >= 2 and r["spread"] >= 0 for r in result["rows"])
+    monkeypatch.setattr(cli.time, "strftime", lambda fmt, *a: "20261205-101010")
+    first = cli._run_folder(None)
+    os.makedirs(first)
+    second = cli._run_folder(None)  # the same second: a suffix, never the same folder
+    assert first == os.path.join("attncore-bench", "20261205-101010")
+    assert second == first + "-2"
+    assert cli._run_folder(str(tmp_path / "mine")) == str(tmp_path / "mine")
+    (tmp_path / "mine" / "avx2").mkdir(parents=True)
+    (tmp_path / "mine" / "avx2" / "bench.json").write_text("{}")
+    assert cli._run_folder(str(tmp_path / "mine")) is None  # it holds a run (of --isa all)
+    assert "already holds a run" in capsys.readouterr().err
 
 
 def test_decode_and_window_cases(tmp_path):
@@ -216,6 +219,7 @@ def _isa_bench(tmp_path, isa, methods):
     return out
 
 
+@pytest.mark.slow  # a child bench per ISA: `pytest -m slow`, and CI
 def test_bench_isa_runs_each_isa_in_a_child_held_to_it(tmp_path, capsys):
     """--isa all: one child per ISA the CPU has, attncore forced to it (the
     child refuses to measure otherwise), one table each and a summary row per
