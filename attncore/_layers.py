@@ -34,8 +34,9 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     over Q blocks writes dQ, at the price of computing P and dP twice.  Both
     sum dQ in the same order, so the result is the same bits either way.
     Blocks outside the causal / window band are skipped.  ``method="naive"``
-    runs the same algorithm with one tile the size of the whole n×m table.  The other arguments are :func:`attention`'s;
-    float32 or float64 (not float16).
+    runs the same algorithm with one tile the size of the whole n×m table.
+    The other arguments are :func:`attention`'s; float32 or float64 (not a
+    16-bit cache).
     """
     method, p, vis, arrays = validate.backward_args(
         q, k, v, out, lse, dout, causal=causal, scale=scale, window=window, mask=mask,

@@ -122,7 +122,8 @@ static void dkdv_block(const ac_kernels *kern, const ac_attn_args *a, const bwd_
             const real *dob = plan->dout + r0 * dim_v;                           /* (rows, dv) */
             bwd_p(kern, a, &vis, q_tile, kp, cols, plan->lse + r0, i0, rows, j0, cols, bk, w->p);
             transpose(w->p, rows, cols, bk, w->tr); /* Pᵀ (cols, rows) */
-            kern->KV_OPS.pv(cols, rows, dim_v, w->tr, rows, dob, dim_v, dvb, dim_v); /* dV += Pᵀ·dO */
+            /* dV += Pᵀ·dO */
+            kern->KV_OPS.pv(cols, rows, dim_v, w->tr, rows, dob, dim_v, dvb, dim_v);
             bwd_ds(kern, a, dob, vp, cols, plan->D + r0, rows, cols, bk, w->p, w->ds);
             transpose(w->ds, rows, cols, bk, w->tr); /* dSᵀ (cols, rows) */
             /* dK += dSᵀ·Q (the scale once, at the end) */

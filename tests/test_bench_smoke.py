@@ -4,6 +4,7 @@ reports is consistent.  (Speed is measured by `attncore bench` and
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -56,7 +57,7 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
     assert rc == 0
     text = capsys.readouterr().out
     # the compact table: one line a case, every line within 100 columns
-    assert "attncore ms" in text and "best peer ms" in text and "roofs: FMA" in text
+    assert "attncore ms" in text and "peer ms" in text and "roofs: FMA" in text
     assert "numpy" in text and "prefill 256 causal" in text and "% roof" in text
     table = [line for line in text.splitlines() if str(tmp_path) not in line]  # not the paths
     assert max(map(len, table)) <= 100, max(table, key=len)
@@ -86,6 +87,23 @@ def test_cli_bench_quick_writes_table_json_and_figures(tmp_path, capsys):
     copy.write_text((out / "bench.json").read_text())
     assert cli.main(["plot", str(copy)]) == 0
     assert_figure(copy.parent / "roofline.png")
+
+
+def test_the_speed_ratio_is_against_the_peer_held_to_the_isa():
+    """torch is held to attncore's ISA and NumPy's BLAS is not: the ratio is
+    against torch even where NumPy is faster, and against NumPy only without
+    torch."""
+    def row(method, seconds):
+        return {"method": method, "regime": "prefill", "n": 512, "m": 512, "d": 64, "H": 8,
+                "causal": False, "dtype": "float32", "seconds": seconds, "gflops": 1.0,
+                "gbs": 1.0, "spread": 0.0}
+    result = {"roofs": {"fma_gflops": 10.0},
+              "rows": [row("attncore-flash", 2.0), row("torch", 3.0), row("numpy", 1.0)]}
+    [line] = bench.report.compact_rows(result)
+    assert line[0] == "prefill 512 full" and line[2].startswith("torch") and line[3] == "1.50×"
+    result["rows"] = result["rows"][::2]  # no torch
+    [line] = bench.report.compact_rows(result)
+    assert line[2].startswith("numpy") and line[3] == "0.50×"
 
 
 def test_each_run_gets_a_folder_of_its_own(tmp_path, monkeypatch, capsys):
@@ -241,7 +259,8 @@ def test_bench_isa_runs_each_isa_in_a_child_held_to_it(tmp_path, capsys):
             assert result["isa"]["peer_env"] == held.peer_env(isa)
             assert f"torch capability {held.peer_capability(isa)}" in text
     assert "attncore bench --isa all" in text
-    summary = [line for line in text.splitlines() if "prefill n=256 m=256" in line]
+    summary = [line for line in text.splitlines()
+               if re.search(r"prefill 256 (full|causal)\s+│\s+(" + "|".join(have) + r")\s+│", line)]
     assert len(summary) == 2 * len(have)
 
 

@@ -56,7 +56,7 @@ def test_the_readme_is_short_and_points_to_the_docs():
 
 
 def test_the_readme_and_performance_numbers_come_from_the_saved_run():
-    run = os.path.join(DOCS, "bench", "bench.json")
+    run = os.path.join(DOCS, "bench")  # one bench.json per ISA
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "docs_numbers.py"), run,
                         "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -110,3 +110,17 @@ def test_the_site_builds_strict_and_every_page_renders(tmp_path):
     assert len(rows) >= 20
     assert site_check.failures(rows) == []
     assert sum(r["images"] for r in rows) >= 10
+
+
+def test_attention_s_examples_run_and_its_signature_is_public():
+    import doctest
+    import inspect
+
+    import attncore
+
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
+    for test in finder.find(attncore.attention, "attention", globs={}):
+        runner.run(test)
+    failed, attempted = runner.summarize(verbose=False)
+    assert attempted >= 8 and failed == 0
+    assert not [p for p in inspect.signature(attncore.attention).parameters if p.startswith("_")]

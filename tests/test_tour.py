@@ -13,8 +13,10 @@ from attncore import cli, teach, tour
 from attncore.teach.result import Result
 from helpers import not_emulated
 
-pytestmark = [not_emulated("the tour's experiments are sized for native speed (minutes each there)"),
-              pytest.mark.slow]  # the tour's experiments, run for real: `pytest -m slow`
+# slow: the tour's experiments, run for real (`pytest -m slow`)
+pytestmark = [pytest.mark.slow,
+              not_emulated("the tour's experiments are sized for native speed (minutes each "
+                           "there)")]
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
 TUTORIALS = {"en": os.path.join(DOCS, "tutorial.md"), "zh": os.path.join(DOCS, "tutorial.zh.md")}

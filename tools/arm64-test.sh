@@ -19,7 +19,8 @@
 # Every run cross-builds a wheel from the working tree (tracked and untracked files that git does
 # not ignore) with the project's own setup.py, repairs it to a manylinux tag with auditwheel (as
 # tools/wheel-test.sh does for x86-64; wheeltools/ holds it) and installs that wheel into pkg/,
-# so the tests run the code as it is now, installed as a release would be.  Needs python3.11 on the host (the build must match the target's ABI).
+# so the tests run the code as it is now, installed as a release would be.  Needs python3.11 on
+# the host (the build must match the target's ABI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${ARM64_CACHE:-$HOME/.cache/attncore-arm64}

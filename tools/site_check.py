@@ -42,7 +42,8 @@ CHECK = """() => {
         heading: h1 ? h1.innerText.trim() : '',
         chars: text.length,
         images: imgs.length,
-        broken: imgs.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src')),
+        broken: imgs.filter(i => !i.complete || i.naturalWidth === 0)
+                    .map(i => i.getAttribute('src')),
     };
 }"""
 
@@ -96,7 +97,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("site", help="the built site (mkdocs build)")
     ap.add_argument("--screenshot", help="save the home page as drawn here (PNG)")
-    ap.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"))
+    ap.add_argument("--chromium",
+                    default=shutil.which("chromium") or shutil.which("chromium-browser"))
     args = ap.parse_args(argv)
     try:
         import playwright  # noqa: F401

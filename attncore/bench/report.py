@@ -97,27 +97,37 @@ def case_label(r) -> str:
         "" if dt == "f32" else f" {dt}")
 
 
-COMPACT_COLUMNS = ["case", "attncore ms", "best peer ms", "attncore speed", "% roof"]
+def _by_case(rows) -> dict:
+    """The rows of a run grouped by case: {case key: {method: row}}."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(_case_key(r), {})[r["method"]] = r
+    return out
+
+
+def peer_of(group: dict) -> dict | None:
+    """The peer a case's speed is a ratio against: torch, which the run holds
+    to attncore's instruction set; NumPy (whose BLAS is not held) only where
+    torch is absent."""
+    return group.get("torch") or group.get("numpy")
+
+
+COMPACT_COLUMNS = ["case", "attncore ms", "peer ms", "attncore speed", "% roof"]
 
 
 def compact_rows(result: dict) -> list[list[str]]:
-    """One line per case: attncore's blockwise kernel, the fastest peer (NumPy
-    or torch), how many times faster attncore is (peer time ÷ attncore time),
-    and attncore's share of the regime's roof.  Times carry their spread."""
-    by_case: dict = {}
-    for r in result["rows"]:
-        by_case.setdefault(_case_key(r), {})[r["method"]] = r
+    """One line per case: attncore's blockwise kernel, its peer (peer_of), how
+    many times faster attncore is (peer time ÷ attncore time), and attncore's
+    share of the regime's roof.  Times carry their spread."""
     out = []
-    for group in by_case.values():
-        a = group.get("attncore-flash")
+    for group in _by_case(result["rows"]).values():
+        a, peer = group.get("attncore-flash"), peer_of(group)
         if a is None:
             continue
-        peers = [r for m, r in group.items() if not m.startswith("attncore")]
-        best = min(peers, key=lambda r: r["seconds"]) if peers else None
         out.append([case_label(a), _ms(a),
-                     f"{best['method']} {_ms(best)}" if best else "—",
-                     f"{best['seconds'] / a['seconds']:.2f}×" if best else "—",
-                     _roof_share(a, result["roofs"])])
+                    f"{peer['method']} {_ms(peer)}" if peer else "—",
+                    f"{peer['seconds'] / a['seconds']:.2f}×" if peer else "—",
+                    _roof_share(a, result["roofs"])])
     return out
 
 
@@ -125,26 +135,17 @@ def table_rows(result: dict) -> list[list[str]]:
     """The wide table (--wide): one line per (case, method): time, GFLOP/s,
     GB/s, % of the regime's roof (FMA for prefill, streaming read for decode),
     speed-ups, memory."""
-    rows = result["rows"]
-    roofs = result["roofs"]
-    by_case = {}
-    for r in rows:
-        by_case.setdefault(_case_key(r), {})[r["method"]] = r
     out = []
-    for key, group in by_case.items():
+    for group in _by_case(result["rows"]).values():
         for method, r in group.items():
             ratio = lambda peer: (f"{group[peer]['seconds'] / r['seconds']:.2f}×"  # noqa: E731
                                   if peer in group and peer != method else "—")
-            if r["regime"] == "decode":
-                roof, got = roofs.get("read_gbs"), r["gbs"]
-            else:
-                roof, got = roofs.get("fma_gflops"), r["gflops"]
             mask, kv = _mask(r), r.get("kv_dtype", r["dtype"])
             out.append([r["regime"], str(r["n"]), str(r["m"]), str(r["d"]),
                         f"{r['H']}/{r.get('Hkv', r['H'])}", mask,
                         r["dtype"] if kv == r["dtype"] else f"{r['dtype']}/{kv}", method,
                         _ms(r), f"{r['gflops']:.1f}", f"{r['gbs']:.1f}",
-                        f"{100 * got / roof:.0f}%" if roof else "—",
+                        _roof_share(r, result["roofs"]),
                         ratio("numpy"), ratio("torch"),
                         human_bytes(r["peak_bytes"]) if r.get("peak_bytes") is not None else "—"])
     return out
@@ -199,8 +200,7 @@ def isa_line(result: dict) -> str:
     return line + f", NumPy BLAS kernel {kernel} (not held)"
 
 
-SUMMARY_COLUMNS = ["case", "ISA", "attncore (ms)", "torch (ms)", "attncore ÷ torch speed",
-                   "% roof"]
+SUMMARY_COLUMNS = ["case", "ISA", "attncore ms", "torch ms", "attncore speed", "% roof"]
 
 
 def summary_rows(results: dict) -> list[list[str]]:
@@ -211,22 +211,14 @@ def summary_rows(results: dict) -> list[list[str]]:
     for isa, result in results.items():
         for r in result["rows"]:
             cases.setdefault(_case_key(r), {}).setdefault(isa, {})[r["method"]] = r
-    for key, per_isa in cases.items():
+    for per_isa in cases.values():
         for isa, group in per_isa.items():
             a, t = group.get("attncore-flash"), group.get("torch")
             if a is None:
                 continue
-            roofs = results[isa]["roofs"]
-            got, roof = ((a["gbs"], roofs.get("read_gbs")) if a["regime"] == "decode"
-                         else (a["gflops"], roofs.get("fma_gflops")))
-            mask, kv = _mask(a), a.get("kv_dtype", a["dtype"])
-            label = (f"{a['regime']} n={a['n']} m={a['m']} d={a['d']} "
-                     f"H={a['H']}/{a.get('Hkv', a['H'])} {mask} {a['dtype']}"
-                     + (f"/{kv}" if kv != a["dtype"] else ""))
-            out.append([label, isa, f"{a['seconds'] * 1e3:.2f}",
-                        f"{t['seconds'] * 1e3:.2f}" if t else "—",
+            out.append([case_label(a), isa, _ms(a), _ms(t) if t else "—",
                         f"{t['seconds'] / a['seconds']:.2f}×" if t else "—",
-                        f"{100 * got / roof:.0f}%" if roof else "—"])
+                        _roof_share(a, results[isa]["roofs"])])
     return out
 
 
@@ -240,7 +232,7 @@ def print_summary(results: dict) -> None:
         t.add_column(c, justify="right")
     for r in summary_rows(results):
         t.add_row(*r)
-    Console(width=None if Console().is_terminal else 200).print(t)
+    Console(width=None if Console().is_terminal else 100).print(t)
 
 
 def markdown_summary(results: dict) -> str:
@@ -280,7 +272,7 @@ def print_table(result: dict, wide: bool = False) -> None:
     t = Table(title="attncore bench" + (" (every method)" if wide else ""), title_justify="left")
     columns, rows = (TABLE_COLUMNS, table_rows(result)) if wide else (COMPACT_COLUMNS,
                                                                       compact_rows(result))
-    for i, c in enumerate(columns):
+    for c in columns:
         t.add_column(c, justify="left" if (c == "case" and not wide) else "right")
     for r in rows:
         t.add_row(*r)
@@ -288,8 +280,9 @@ def print_table(result: dict, wide: bool = False) -> None:
     notes = ["ms: the best round, +x%: how far the median round sat above it",
              "% roof: of the FMA roof for prefill, of the read roof for decode"]
     if not wide:
-        notes.append("attncore speed: the best peer's time ÷ attncore's (above 1: attncore "
-                     "faster); --wide shows every method")
+        notes.append("attncore speed: the peer's time ÷ attncore's (above 1: attncore faster); "
+                     "the peer is torch, held to the same ISA (NumPy, whose BLAS is not held, "
+                     "only without torch); --wide shows every method")
     if roofs:
         notes.append(_roof_line(roofs))
     held = isa_line(result)

@@ -11,6 +11,7 @@ it allocates.  Their sum is the memory a call needs beyond its inputs.
 
 from __future__ import annotations
 
+import statistics
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -47,10 +48,7 @@ def best_of(fns: dict, **kw) -> dict:
 
 def spread(times) -> float:
     """How far the typical round sits above the best: median / min − 1."""
-    ts = sorted(times)
-    mid = len(ts) // 2
-    median = ts[mid] if len(ts) % 2 else (ts[mid - 1] + ts[mid]) / 2
-    return median / ts[0] - 1
+    return statistics.median(times) / min(times) - 1
 
 
 def best_time(fn, min_time: float = 0.3, max_reps: int = 20, min_reps: int = 2) -> float:
