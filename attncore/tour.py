@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from attncore import teach
+from attncore.teach import zh
 
 LANGUAGES = ("en", "zh")
 
@@ -32,61 +33,100 @@ def _pct(x):
     return f"{100 * x:.0f} %"
 
 
+def _pct1(x):
+    return f"{100 * x:.1f} %"
+
+
 # ---- what each run found, in words --------------------------------------------------
+
+
+ZH_WORD = dict(zip(("cat", "was", "tired", "so", "it", "slept"),
+                   ("猫", "很", "累", "所以", "它", "睡了")))
 
 
 def _found_sentence(res, lang):
     f = res.facts
     if lang == "zh":
         return (f"「它」这一行把 {f['weight_it_cat']:.2f} 的权重给了「猫」，是全行最大的一格；"
-                f"每一行的和与 1 相差不超过 {f['rows_sum_to_one_max_error']:.1e}。")
+                f"每一行的和与 1 相差不超过 {f['rows_sum_to_one_max_error']:.1e}。\n\n"
+                f"那一章的互动：把「它」的 Q 换成「很」的书脊，原文说「它对「很」的权重从 3.5% 跳到 "
+                f"71.9%，对「猫」从 46.7% 掉到 4.5%」。在这里的向量上做同样的替换：「它」对「很」"
+                f"从 {_pct1(f['weight_it_was'])} 升到 {_pct1(f['swap_weight_it_was'])}，对「猫」从 "
+                f"{_pct1(f['weight_it_cat'])} 掉到 {_pct1(f['swap_weight_it_cat'])}，方向相同；"
+                f"但这一行最大的一格给了「{ZH_WORD[f['swap_looks_at']]}」"
+                f"（{_pct1(f['swap_weight_top'])}），不是「很」。原因是那一章没有印出它的 Q、K 数值，"
+                f"这里的键是另一组手工数：「累」的键与「很」的键方向几乎相同（余弦 0.97）而更长，"
+                f"点积打分会把长度算进去（见最后一节第 4 条更正）。")
     return (f"Row “it” gives {f['weight_it_cat']:.2f} of its weight to “cat”, the largest in its "
-            f"row; every row sums to 1 within {f['rows_sum_to_one_max_error']:.1e}.")
+            f"row; every row sums to 1 within {f['rows_sum_to_one_max_error']:.1e}.\n\n"
+            f"The chapter's own interaction replaces “it”'s query by the key of “was” (很) and "
+            f"reports its weight on “was” jumping from 3.5 % to 71.9 % and on “cat” falling from "
+            f"46.7 % to 4.5 %. The same swap on these vectors moves “was” from "
+            f"{_pct1(f['weight_it_was'])} to {_pct1(f['swap_weight_it_was'])} and “cat” from "
+            f"{_pct1(f['weight_it_cat'])} to {_pct1(f['swap_weight_it_cat'])}, the same direction; "
+            f"but the row's largest weight goes to “{f['swap_looks_at']}” "
+            f"({_pct1(f['swap_weight_top'])}), not to “was”. The chapter does not print its Q and K, "
+            f"and these are other hand-made numbers: here “tired” has a key in nearly the direction "
+            f"of “was”'s (cosine 0.97) but longer, and the dot product counts length (correction 4 "
+            f"in the last section).")
 
 
 def _found_causal(res, lang):
     full, causal = res.table()
-    ratio = res.facts["time_ratio_full_over_causal"]
+    f = res.facts
+    ratio, lo, hi = (f["time_ratio_full_over_causal"], f["time_ratio_lowest"],
+                     f["time_ratio_highest"])
+    blocks = f["block_ratio_full_over_causal"]
+    nb = int(round(full["blocks_total"] ** 0.5))
     if lang == "zh":
         return (f"这次运行：因果版算了 {causal['blocks_computed']} 块（其中对角线上 "
                 f"{causal['blocks_masked']} 块带掩码），跳过 {causal['blocks_skipped']} 块，"
-                f"共 {causal['blocks_total']} 块；完整注意力的时间是因果版的 {ratio:.2f} 倍。"
-                f"8×8 小例子里对角线以上的非零权重有 {res.facts['weights_above_diagonal']} 个，"
-                f"每行之和与 1 相差 {res.facts['rows_sum_to_one_max_error']:.1e}。")
+                f"共 {causal['blocks_total']} 块。块数之比是 {nb}² ÷ ({nb}·{nb + 1}/2) = "
+                f"{blocks:.2f}，不是 2：对角线上的块整块都要算，只是一半被遮住。"
+                f"完整注意力的时间是因果版的 {ratio:.2f} 倍（{f['rounds']} 轮成对交错测量的中位数，"
+                f"各轮从 {lo:.2f} 到 {hi:.2f}）。比块数之比还小的那部分，来自对角块上额外的掩码判断，"
+                f"以及与 n² 无关的固定开销（打包 K、分派线程），它们因果版一分不少。"
+                f"8×8 小例子里对角线以上的非零权重有 {f['weights_above_diagonal']} 个，"
+                f"每行之和与 1 相差 {f['rows_sum_to_one_max_error']:.1e}。")
     return (f"On this run the causal kernel computed {causal['blocks_computed']} blocks "
             f"({causal['blocks_masked']} of them masked, on the diagonal) and skipped "
-            f"{causal['blocks_skipped']} of {causal['blocks_total']}; full attention took "
-            f"{ratio:.2f}× the causal time. In the 8×8 example, "
-            f"{res.facts['weights_above_diagonal']} weights above the diagonal are non-zero and "
-            f"every row sums to 1 within {res.facts['rows_sum_to_one_max_error']:.1e}.")
+            f"{causal['blocks_skipped']} of {causal['blocks_total']}. The block ratio is "
+            f"{nb}² ÷ ({nb}·{nb + 1}/2) = {blocks:.2f}, not 2: a diagonal block is computed whole "
+            f"and half of it masked. Full attention took {ratio:.2f}× the causal time (the median "
+            f"of {f['rounds']} paired, interleaved rounds; the rounds ranged from {lo:.2f} to "
+            f"{hi:.2f}). What falls short of the block ratio is the diagonal blocks' mask test and "
+            f"the fixed costs that do not shrink with the mask (packing K, starting the threads). "
+            f"In the 8×8 example, {f['weights_above_diagonal']} weights above the diagonal are "
+            f"non-zero and every row sums to 1 within {f['rows_sum_to_one_max_error']:.1e}.")
 
 
 def _found_crossover(res, lang):
     rows = res.table()
-    ratios = [(r["n"], r["naive_over_flash"]) for r in rows]
-    lo, hi = min(ratios, key=lambda t: t[1]), max(ratios, key=lambda t: t[1])
-    faster = [n for n, x in ratios if x < 0.95]
-    even = [n for n, x in ratios if 0.95 <= x <= 1.05]
+    rounds = res.facts.get("rounds", 1)
+    naive_wins = [r["n"] for r in rows if r["ratio_highest"] < 1]
+    flash_wins = [r["n"] for r in rows if r["ratio_lowest"] > 1]
+    unclear = [r["n"] for r in rows if r["n"] not in naive_wins + flash_wins]
     last = rows[-1]
     mem = last["naive_peak_bytes"] / last["flash_peak_bytes"]
+    spans = ", ".join(f"{r['n']}: {r['naive_over_flash']:.2f} ({r['ratio_lowest']:.2f}–"
+                      f"{r['ratio_highest']:.2f})" for r in rows)
+
+    def ns(xs):
+        return ", ".join(map(str, xs)) if xs else "—"
+
     if lang == "zh":
-        verdict = (f"朴素版明显更快（比值低于 0.95）的 n：{', '.join(map(str, faster))}"
-                   if faster else "没有哪个 n 上朴素版明显更快（比值低于 0.95）")
-        tie = f"；打平（0.95–1.05）的 n：{', '.join(map(str, even))}" if even else ""
-        return (f"这次运行测得的「朴素时间 ÷ 分块时间」在 {lo[1]:.2f}（n = {lo[0]}）到 "
-                f"{hi[1]:.2f}（n = {hi[0]}）之间。{verdict}{tie}。在 n = {last['n']}，"
-                f"朴素版的峰值内存是分块版的 {mem:.1f} 倍。" +
-                ("表能放进缓存时朴素版的几遍扫描很便宜，在上面这些 n 上足以胜出。" if faster else
-                 "表能放进缓存时朴素版的几遍扫描很便宜，但在这台机器上并没有因此赢过分块核。"))
-    verdict = (f"naive was clearly faster (ratio below 0.95) at n = {', '.join(map(str, faster))}"
-               if faster else "naive was clearly faster (ratio below 0.95) at no n")
-    tie = f"; about even (0.95–1.05) at n = {', '.join(map(str, even))}" if even else ""
-    return (f"On the run that produced this table, naive time ÷ blockwise time ranged from "
-            f"{lo[1]:.2f} (n = {lo[0]}) to {hi[1]:.2f} (n = {hi[0]}): {verdict}{tie}. At n = "
-            f"{last['n']} the naive call's peak memory is {mem:.1f}× the blockwise one's. " +
-            ("While the table fits in cache its passes are cheap enough to win at those n."
-             if faster else "While the table fits in cache its passes are cheap, but on this "
-             "machine that did not make the materialised kernel win."))
+        return (f"这次运行测得的「朴素时间 ÷ 分块时间」（{rounds} 轮成对交错测量的中位数，括号里是各轮的"
+                f"最低与最高）：{spans}。每一轮都是朴素版更快的 n：{ns(naive_wins)}；每一轮都是分块版"
+                f"更快的 n：{ns(flash_wins)}；各轮不一致、这次测量分不出胜负的 n：{ns(unclear)}。"
+                f"在 n = {last['n']}，朴素版的峰值内存是分块版的 {mem:.1f} 倍。"
+                f"为什么会有交叉，下一节用搬运的字节数来解释。")
+    return (f"On the run that produced this table, naive time ÷ blockwise time (the median of "
+            f"{rounds} paired, interleaved rounds; in brackets the lowest and highest round): "
+            f"{spans}. Naive was faster in every round at n = {ns(naive_wins)}; blockwise in "
+            f"every round at n = {ns(flash_wins)}; the rounds disagreed, so this measurement "
+            f"cannot call it, at n = {ns(unclear)}. At n = {last['n']} the naive call's peak "
+            f"memory is {mem:.1f}× the blockwise one's. The next section explains the crossover "
+            f"by the bytes each moves.")
 
 
 def _found_family(res, lang):
@@ -97,30 +137,74 @@ def _found_family(res, lang):
     big, small = ns[-1], ns[0]
     rel = {m: t[(m, big)] / t[("full", big)] for m in members}
     grow = {m: t[(m, big)] / t[(m, small)] for m in members}
-    if lang == "zh":
-        parts = "；".join(f"{m}：{rel[m]:.2f} 倍完整注意力的时间，n 从 {small} 到 {big} 时间涨了 "
-                         f"{grow[m]:.1f} 倍" for m in members)
-        return (f"这次运行在最大的 n = {big}：{parts}（n 涨了 {big // small} 倍，n² 涨了 "
-                f"{(big // small) ** 2} 倍）。")
+    parts_zh = "；".join(f"{m}：{rel[m]:.2f} 倍完整注意力的时间，n 从 {small} 到 {big} 时间涨了 "
+                        f"{grow[m]:.1f} 倍" for m in members)
     parts = "; ".join(f"{m}: {rel[m]:.2f}× full's time, {grow[m]:.1f}× slower from n = {small} to "
                       f"{big}" for m in members)
+    same = [r["n"] for r in rows if r["member"].startswith("window")
+            and r["pairs"] == next(x["pairs"] for x in rows
+                                   if x["member"] == "causal" and x["n"] == r["n"])]
+    spread = max(r["spread"] for r in rows)
+    note = ""
+    if same:
+        note = (f" At n = {', '.join(map(str, same))} the window keeps every causal pair: the same "
+                f"work, so any gap between their times there is the machine's noise (the widest "
+                f"spread of any time in this table, slowest round ÷ fastest − 1, was "
+                f"{_pct(spread)}).")
+        if lang == "zh":
+            note = (f"在 n = {', '.join(map(str, same))}，窗口保留了全部因果对：工作量完全相同，"
+                    f"两者时间上的差只是机器的噪声（本表中任何一个时间各轮之间的最大差距，"
+                    f"即最慢一轮 ÷ 最快一轮 − 1，为 {_pct(spread)}）。")
+    if lang == "zh":
+        return f"这次运行在最大的 n = {big}：{parts_zh}（n 涨了 {big // small} 倍，n² 涨了 " \
+               f"{(big // small) ** 2} 倍）。{note}"
     return (f"On this run, at the largest n = {big}: {parts} (n grew {big // small}×, n² "
-            f"{(big // small) ** 2}×).")
+            f"{(big // small) ** 2}×).{note}")
 
 
 def _found_kv(res, lang):
     rows = res.table()
-    parts = [(r["kind"], r["kv_heads"], r["speedup_vs_mha"], r["max_diff_vs_repeated"])
-             for r in rows[1:]]
+    f = res.facts
+    mha = rows[0]
+    caches = {k[:-6]: v for k, v in f.items() if k.endswith("_bytes") and k.startswith("L")}
+
+    def fits(nbytes):
+        return next((lvl for lvl in ("L2", "L3") if lvl in caches and nbytes <= caches[lvl]),
+                    "DRAM")
+
+    def gbs(r):
+        return r["kv_cache_bytes"] / r["decode_seconds"] / 1e9
+
+    parts, parts_zh = [], []
+    for r in rows[1:]:
+        b = mha["kv_cache_bytes"] / r["kv_cache_bytes"]
+        speed = gbs(r) / gbs(mha)
+        parts.append(f"{r['kind']} {res.facts['heads']}/{r['kv_heads']} decodes "
+                     f"{r['speedup_vs_mha']:.2f}× faster than MHA (rounds "
+                     f"{r['speedup_lowest']:.2f}–{r['speedup_highest']:.2f}) = {b:.0f}× fewer bytes "
+                     f"× {speed:.2f}× the read speed ({gbs(r):.1f} against {gbs(mha):.1f} GB/s; its "
+                     f"{r['kv_cache_bytes'] / 2**20:.0f} MiB cache fits {fits(r['kv_cache_bytes'])})")
+        parts_zh.append(f"{r['kind']} {res.facts['heads']}/{r['kv_heads']} 解码一步比 MHA 快 "
+                        f"{r['speedup_vs_mha']:.2f} 倍（各轮 {r['speedup_lowest']:.2f}–"
+                        f"{r['speedup_highest']:.2f}）= 字节少 {b:.0f} 倍 × 读速度 {speed:.2f} 倍"
+                        f"（{gbs(r):.1f} 对 {gbs(mha):.1f} GB/s；它的 "
+                        f"{r['kv_cache_bytes'] / 2**20:.0f} MiB 缓存落在 {fits(r['kv_cache_bytes'])}）")
+    cache_txt = ", ".join(f"{k} {v / 2**20:g} MiB" for k, v in caches.items() if k != "L1")
+    worst = max(r["max_diff_vs_repeated"] for r in rows[1:])
     if lang == "zh":
-        txt = "；".join(f"{k}（{kv} 个键值头）解码一步比 MHA 快 {s:.2f} 倍" for k, kv, s, _ in parts)
-        return (f"这次运行在 m = {res.facts['m']} 个缓存的键上：{txt}。与把共享的头重复成 MHA "
-                f"相比，输出相差不超过 {max(d for *_, d in parts):.1e}。")
-    txt = "; ".join(f"{k} ({kv} key/value head{'s' if kv > 1 else ''}) decodes {s:.2f}× faster "
-                    "than MHA"
-                    for k, kv, s, _ in parts)
-    return (f"On this run, over m = {res.facts['m']} cached keys: {txt}. The outputs equal MHA on "
-            f"the shared heads repeated to within {max(d for *_, d in parts):.1e}.")
+        return (f"这次运行在 m = {f['m']} 个缓存的键上，MHA 的缓存是 "
+                f"{mha['kv_cache_bytes'] / 2**20:.0f} MiB（落在 {fits(mha['kv_cache_bytes'])}；"
+                f"这台机器：{cache_txt}）：{'；'.join(parts_zh)}。所以加速比不是头数之比 "
+                f"{res.facts['heads']}，也不一定正好是字节之比：缓存变小以后如果能放进更快的一级缓存，"
+                f"读的速度也会变，加速比就比字节之比更大；反过来，缓存小到一定程度，固定开销占了上风，"
+                f"加速比就更小。与把共享的头重复成 MHA 相比，输出相差不超过 {worst:.1e}。")
+    return (f"On this run, over m = {f['m']} cached keys, the MHA cache is "
+            f"{mha['kv_cache_bytes'] / 2**20:.0f} MiB (it fits {fits(mha['kv_cache_bytes'])}; this "
+            f"machine: {cache_txt}): {'; '.join(parts)}. So the speed-up is not the head ratio "
+            f"{res.facts['heads']}, and not always the bytes ratio either: when the smaller cache "
+            f"fits a faster level it is also read faster, and the speed-up exceeds the bytes ratio; "
+            f"when it is small enough, fixed costs take over and it falls short. The outputs equal "
+            f"MHA on the shared heads repeated to within {worst:.1e}.")
 
 
 def _found_memory(res, lang):
@@ -128,13 +212,132 @@ def _found_memory(res, lang):
     if not rows:
         return ""
     r = rows[-1]
+    out_mib = r["n"] * 64 * 4 / 2**20
     if lang == "zh":
         return (f"这次运行在 n = {r['n']}（1 个头，d = 64，float32）：朴素调用的峰值 "
-                f"{r['measured_naive_bytes'] / 2**20:.0f} MiB，分块调用 "
-                f"{r['measured_flash_bytes'] / 2**20:.1f} MiB。")
+                f"{r['measured_naive_bytes'] / 2**20:.0f} MiB（表本身 "
+                f"{r['n'] ** 2 * 4 / 2**20:.0f} MiB），分块调用 "
+                f"{r['measured_flash_bytes'] / 2**20:.1f} MiB——输出 O 占 {out_mib:.1f} MiB，"
+                f"打包的 K 副本又是 {out_mib:.1f} MiB，都是 O(n·d)。")
     return (f"On this run at n = {r['n']} (one head, d = 64, float32): the naive call peaked at "
-            f"{r['measured_naive_bytes'] / 2**20:.0f} MiB, the blockwise one at "
-            f"{r['measured_flash_bytes'] / 2**20:.1f} MiB.")
+            f"{r['measured_naive_bytes'] / 2**20:.0f} MiB (the table alone is "
+            f"{r['n'] ** 2 * 4 / 2**20:.0f} MiB), the blockwise one at "
+            f"{r['measured_flash_bytes'] / 2**20:.1f} MiB — the output O is {out_mib:.1f} MiB of it "
+            f"and the packed copy of K another {out_mib:.1f} MiB, both O(n·d).")
+
+
+def _found_online(res, lang):
+    f = res.facts
+    if lang == "zh":
+        return (f"这次运行：各块合并后的输出与一次调用计算核（block_k = {f['block']}，它自己数到 "
+                f"{f['kernel_tiles']} 个块）相差 {f['max_diff_vs_kernel']:.1e}，与完整 softmax 行乘 V "
+                f"相差 {f['max_diff_vs_full_softmax']:.1e}。「它」这一行最大的分数在第一块（「猫」），"
+                f"所以 m 再也没有升过，每次的重缩放因子都是 1；换成「很」的键之后，最大分数落在第二块"
+                f"（「累」），前面累加的 l 和输出要乘上 {f['swap_rescale']:.4f}。反向传播只保存 "
+                f"{f['saved_for_backward'].replace('one number per row', '每行一个数')}：由它重算的权重 "
+                f"exp(s − lse) 与 softmax 行相差 {f['max_diff_weights_from_lse']:.1e}，反向核给出的梯度"
+                f"与 NumPy 参考实现相差 {f['max_diff_backward_vs_reference']:.1e}。")
+    return (f"On this run the merged output of the blocks equals one kernel call "
+            f"(block_k = {f['block']}, which counted {f['kernel_tiles']} tiles itself) within "
+            f"{f['max_diff_vs_kernel']:.1e}, and the full softmax row times V within "
+            f"{f['max_diff_vs_full_softmax']:.1e}. Row “it” has its largest score in the first "
+            f"block (“cat”), so m never rises and every rescale factor is 1; with the key of “was” "
+            f"the largest score arrives in the second block (“tired”), and what was accumulated, l "
+            f"and the output, is multiplied by {f['swap_rescale']:.4f}. The backward keeps only "
+            f"{f['saved_for_backward']}: the weights recomputed as exp(s − lse) equal the softmax "
+            f"row within {f['max_diff_weights_from_lse']:.1e}, and the backward kernel's gradients "
+            f"equal the NumPy reference's within {f['max_diff_backward_vs_reference']:.1e}.")
+
+
+def _found_traffic(res, lang):
+    f = res.facts
+    rows = res.table()
+    caches = ", ".join(f"{k[:2]} {f[k] / 2**20:g} MiB" for k in ("L2_bytes", "L3_bytes") if k in f)
+    first_out = next((r for r in rows if r["table_fits"] == "DRAM"), None)
+    cells = "; ".join(f"n = {r['n']}: {r['naive_bytes'] / 2**20:.0f} MiB ({r['table_fits']}) "
+                      f"against {r['blockwise_bytes'] / 2**20:.1f} MiB, time ratio "
+                      f"{r['naive_over_blockwise']:.2f} ({r['ratio_lowest']:.2f}–"
+                      f"{r['ratio_highest']:.2f})" for r in rows)
+    cells_zh = "；".join(f"n = {r['n']}：{r['naive_bytes'] / 2**20:.0f} MiB（表在 {r['table_fits']}）"
+                         f"对 {r['blockwise_bytes'] / 2**20:.1f} MiB，时间比 "
+                         f"{r['naive_over_blockwise']:.2f}（{r['ratio_lowest']:.2f}–"
+                         f"{r['ratio_highest']:.2f}）" for r in rows)
+    extra = [r for r in rows if r["naive_seconds"] > r["blockwise_seconds"]]
+    share = ""
+    if extra:
+        r = extra[-1]
+        gap = r["naive_seconds"] - r["blockwise_seconds"]
+        moved = (r["naive_bytes"] - r["blockwise_bytes"]) / (f["read_gbs"] * 1e9)
+        share = (f" At n = {r['n']} the naive call's extra bytes would take {moved * 1e3:.1f} ms "
+                 f"at the read roof; it took {gap * 1e3:.1f} ms longer than blockwise, so the "
+                 f"bytes account for {_pct(min(moved / gap, 1))} of the gap, and the rest is the "
+                 f"passes themselves: every cell stored and loaded three more times (even where "
+                 f"the table sits in a cache), where the blockwise kernel keeps its tile in "
+                 f"registers and L1.")
+        share_zh = (f"在 n = {r['n']}，朴素版多搬的字节按读带宽屋顶要 {moved * 1e3:.1f} ms；"
+                    f"它实际比分块版慢了 {gap * 1e3:.1f} ms，所以字节只占这段差距的 "
+                    f"{_pct(min(moved / gap, 1))}，其余是那几遍扫描本身：每一格都要多存、多读三次"
+                    f"（即使表在缓存里），而分块计算核把它的块留在寄存器和 L1 里。")
+    beyond = (f" The table leaves the caches from n = {first_out['n']} on."
+              if first_out else " Every table here fit a cache level.")
+    if lang == "zh":
+        beyond = (f"从 n = {first_out['n']} 起表放不进缓存。" if first_out
+                  else "这里每张表都放得进某一级缓存。")
+        return (f"这台机器（{caches}；读带宽屋顶 {f['read_gbs']:.1f} GB/s，FMA 屋顶 "
+                f"{f['fma_gflops']:.0f} GFLOP/s，均为本次测得）：{cells_zh}。{beyond}"
+                f"{share_zh if extra else ''}\n\n"
+                f"强度：分块核每个查询块把 K、V 读一遍，所以从内存看它的强度是 "
+                f"4·n·m·d ÷ (8·m·d·n/{f['block_q']}) = {f['block_q']}/2 = "
+                f"{f['blockwise_intensity_flop_per_byte']:.0f} FLOP/字节（float32），由块的大小决定，"
+                f"与 n 无关；朴素版的表每格 16 字节、每格 4·d FLOP，强度 d/4 = "
+                f"{f['naive_intensity_flop_per_byte']:.0f}。只算必须的流量（Q、K、V、O 各一次）"
+                f"时强度是 n/4，那只在 K、V 一直留在缓存里时成立。这台 CPU 的脊点是 "
+                f"{f['ridge_flop_per_byte']:.1f} FLOP/字节（两个核），两种核都在它右边；"
+                f"{f['gpu']} 公布的数字给出约 {f['gpu_ridge_flop_per_byte']:.0f} FLOP/字节——"
+                f"在那里 {f['block_q']} 行的块会受带宽限制，所以 GPU 核要把块放在片上 SRAM 里、"
+                f"块再大一些。")
+    return (f"This machine ({caches}; read roof {f['read_gbs']:.1f} GB/s and FMA roof "
+            f"{f['fma_gflops']:.0f} GFLOP/s, measured now): {cells}.{beyond}{share}\n\n"
+            f"Intensity: the blockwise kernel reads K and V once per query tile, so from memory "
+            f"its intensity is 4·n·m·d ÷ (8·m·d·n/{f['block_q']}) = {f['block_q']}/2 = "
+            f"{f['blockwise_intensity_flop_per_byte']:.0f} FLOP per byte in float32 — set by the "
+            f"tile, not by n; the naive table costs 16 bytes and 4·d FLOPs per cell, d/4 = "
+            f"{f['naive_intensity_flop_per_byte']:.0f}. Counting only the compulsory traffic (Q, K, "
+            f"V and O once) gives n/4, which holds only while K and V stay in cache. The ridge of "
+            f"this CPU is {f['ridge_flop_per_byte']:.1f} FLOP/byte (two cores), left of both "
+            f"kernels; {f['gpu']}'s published figures put it near "
+            f"{f['gpu_ridge_flop_per_byte']:.0f} FLOP/byte — where a {f['block_q']}-row tile would "
+            f"be bandwidth-bound, which is why GPU kernels keep larger tiles in on-chip SRAM.")
+
+
+def _found_decode(res, lang):
+    f = res.facts
+    gib = 2**30
+    per = {k: f[f"model_cache_per_token_{k}"] for k in ("float32", "bfloat16")}
+    at = {k: f[f"model_cache_at_{f['context']}_{k}"] for k in ("float32", "bfloat16")}
+    total = f["model_kv_bytes_read_generating_bfloat16"]
+    if lang == "zh":
+        return (f"整个模型（{f['model'].replace('layers', '层').replace('query', '查询头')}）："
+                f"每个词的缓存 float32 {per['float32'] / 2**10:.0f} KiB、bfloat16 "
+                f"{per['bfloat16'] / 2**10:.0f} KiB；{f['context']} 个词的上下文就是 "
+                f"{at['float32'] / gib:.0f} GiB（float32）或 {at['bfloat16'] / gib:.0f} GiB（bfloat16）。"
+                f"在这个上下文之后生成 {f['generate']} 个词，每一步都要把整个缓存读一遍，"
+                f"一共读 {total / gib:.0f} GiB（bfloat16）——是缓存本身的 "
+                f"{total / at['bfloat16']:.0f} 倍。批处理不省这笔账：权重是大家共用的，缓存却是每个序列"
+                f"自己的。这次运行量了 {f['batch']} 个序列一起解码一步（每个序列 "
+                f"{f['batch_kv_bytes_per_sequence'] / 2**20:.0f} MiB 的 K/V）：时间是 1 个序列的 "
+                f"{f['batch_step_time_ratio']:.2f} 倍（{f['rounds']} 轮的中位数，各轮 "
+                f"{f['batch_ratio_lowest']:.2f}–{f['batch_ratio_highest']:.2f}）。")
+    return (f"A whole model ({f['model']}): the cache holds {per['float32'] / 2**10:.0f} KiB per "
+            f"token in float32, {per['bfloat16'] / 2**10:.0f} KiB in bfloat16; a "
+            f"{f['context']}-token context is {at['float32'] / gib:.0f} GiB (float32) or "
+            f"{at['bfloat16'] / gib:.0f} GiB (bfloat16). Generating {f['generate']} tokens after "
+            f"it reads the whole cache at every step: {total / gib:.0f} GiB in all (bfloat16), "
+            f"{total / at['bfloat16']:.0f}× the cache itself. Batching does not shrink that: the "
+            f"weights are shared by the batch, the caches are not. This run timed one decode "
+            f"step for {f['batch']} sequences ({f['batch_kv_bytes_per_sequence'] / 2**20:.0f} MiB "
+            f"of K/V each) at {f['batch_step_time_ratio']:.2f}× the time of one (median of "
+            f"{f['rounds']} rounds, {f['batch_ratio_lowest']:.2f}–{f['batch_ratio_highest']:.2f}).")
 
 
 def _found_regimes(res, lang):
@@ -160,11 +363,15 @@ def _found_corrections(res, lang):
     if lang == "zh":
         items = [
             f"**几何那篇文章的例子是它自己的代码算不出来的。** 文中 Q、K 都是 512 维的随机数，"
-            f"除以 √512，打印出的 10×10 权重全在 0.098–0.102 之间，几乎均匀。同样的计算在 "
-            f"attncore 上：缩放后分数的方差是 {f['variance_512']:.2f}（理论上就是 1），权重从 "
-            f"{f['weights_min']:.4f} 到 {f['weights_max']:.2f}，每行平均熵 {f['entropy_512']:.2f}，"
+            f"除以 √512，打印出的 batch=0 的 10×10 权重全在 0.098–0.102 之间，几乎均匀。同样的计算在 "
+            f"attncore 上：缩放后分数的方差是 {f['variance_512']:.2f}（理论上就是 1），batch 0 的权重从 "
+            f"{f['weights_min']:.4f} 到 {f['weights_max']:.2f}（batch 1 最大到 "
+            f"{f['weights_max_batch1']:.2f}），每行平均熵 {f['entropy_512']:.2f}，"
             f"而均匀分布是 ln 10 = {f['ln10']:.2f}。方差为 1 的分数经过 softmax，不可能得到那样平的行"
-            f"（图即这次算出的第一个批次）。",
+            f"（图即这次算出的 batch 0）。更直接的证据在文章自己打印的数里：它说「每行数值相加严格等于 1」，"
+            f"可它印出的十行加起来是 {f['article_row_sums_min']:.4f} 到 "
+            f"{f['article_row_sums_max']:.4f}——差到第三位，远超八位小数的舍入，这些行不是一次 softmax "
+            f"的输出。",
             f"**方差相加靠的是独立，不是中心极限定理。** 独立变量的和，方差等于方差之和，"
             f"对任何 d_k 都精确成立，与分布的形状无关：d_k = 2、分量取方差为 1 的均匀分布时，"
             f"q·k 的方差测得 {f['variance_dk2_uniform']:.3f}（理论 2）。中心极限定理讲的是分布趋于正态，"
@@ -176,9 +383,10 @@ def _found_corrections(res, lang):
             f"（{f['cos_was']:.2f}，方向相同），点积最大的却是「累」（{f['dot_tired']:.2f}，"
             f"而「很」只有 {f['dot_was']:.2f}），因为「累」的键更长。注意力用的是点积，长度会算进去。",
             f"**one-hot 时整个雅可比矩阵都是 0，不是「只有一格拿到梯度」。** softmax 的雅可比是 "
-            f"diag(p) − p·pᵀ；p = softmax([60, 0, 0, 0, 0, 0]) 时它的最大元素是 "
-            f"{f['jacobian_onehot']:.1e}，连被选中的那一格也一样；而在普通的分数上是 "
-            f"{f['jacobian_moderate']:.2f}。",
+            f"diag(p) − p·pᵀ；p = softmax([60, 0, 0, 0, 0, 0]) 时，被选中那一格自己的元素 "
+            f"p₁(1 − p₁) 精确值是 {f['jacobian_chosen_exact']:.2e}（按 float64 直接算 p₁·(1 − p₁) "
+            f"得 {f['jacobian_chosen_float64']:g}，因为 1 − p₁ 舍入成了 0），其余各格最大 "
+            f"{f['jacobian_onehot']:.1e}；而在普通的分数上是 {f['jacobian_moderate']:.2f}。",
             f"**把输入倒过来，权重是被重排了，而不是不变。** 自注意力对输入顺序是等变的："
             f"倒序后的权重矩阵与原来的相差 {f['reverse_unchanged']:.2f}，与原矩阵行列都倒过来相比只差 "
             f"{f['reverse_permuted']:.1e}。每个词的输出跟着词走；要区分顺序，必须另外注入位置信息。",
@@ -186,12 +394,18 @@ def _found_corrections(res, lang):
     else:
         items = [
             f"**The geometry article's example cannot come from its own code.** It draws random Q "
-            f"and K of width 512, divides by √512 and prints a 10×10 weight matrix with every "
-            f"entry between 0.098 and 0.102, nearly uniform. The same computation on attncore: the "
-            f"scaled scores have variance {f['variance_512']:.2f} (1 in theory), the weights run "
-            f"from {f['weights_min']:.4f} to {f['weights_max']:.2f}, and the mean row entropy is "
+            f"and K of width 512, divides by √512 and prints batch 0's 10×10 weight matrix with "
+            f"every entry between 0.098 and 0.102, nearly uniform. The same computation on "
+            f"attncore: the scaled scores have variance {f['variance_512']:.2f} (1 in theory), "
+            f"batch 0's weights run from {f['weights_min']:.4f} to {f['weights_max']:.2f} (batch "
+            f"1's up to {f['weights_max_batch1']:.2f}), and the mean row entropy is "
             f"{f['entropy_512']:.2f} against ln 10 = {f['ln10']:.2f} for a uniform row. Scores of "
-            f"variance 1 cannot give rows that flat (the figure is this run's first batch).",
+            f"variance 1 cannot give rows that flat (the figure is this run's batch 0). The "
+            f"stronger evidence is in the article's own numbers: it says each row sums exactly "
+            f"to 1 (「每行数值相加严格等于 1」), yet its ten printed rows sum to "
+            f"{f['article_row_sums_min']:.4f} … {f['article_row_sums_max']:.4f} — off in the third "
+            f"digit, far beyond the rounding of eight printed decimals, so they are not the output "
+            f"of one softmax.",
             f"**Variances add because the terms are independent, not by the central limit "
             f"theorem.** The variance of a sum of independent terms is the sum of their "
             f"variances, exactly, for any d_k and any distribution: at d_k = 2, with uniform "
@@ -209,8 +423,10 @@ def _found_corrections(res, lang):
             f"for “was”), whose key is longer. Attention scores with the dot product, so length "
             f"counts.",
             f"**At a one-hot softmax the whole Jacobian vanishes, not all cells but one.** The "
-            f"softmax's Jacobian is diag(p) − p·pᵀ; at p = softmax([60, 0, 0, 0, 0, 0]) its "
-            f"largest entry is {f['jacobian_onehot']:.1e}, the chosen cell's included, against "
+            f"softmax's Jacobian is diag(p) − p·pᵀ; at p = softmax([60, 0, 0, 0, 0, 0]) the chosen "
+            f"cell's own entry p₁(1 − p₁) is exactly {f['jacobian_chosen_exact']:.2e} (computed in "
+            f"float64 as p₁·(1 − p₁) it is {f['jacobian_chosen_float64']:g}: 1 − p₁ rounds to 0), "
+            f"and the other entries are at most {f['jacobian_onehot']:.1e}, against "
             f"{f['jacobian_moderate']:.2f} at ordinary scores.",
             f"**Reversing the input permutes the weights; it does not leave them unchanged.** "
             f"Self-attention is permutation-equivariant: the reversed input's weight matrix "
@@ -280,7 +496,7 @@ SECTIONS = [
                "computed at once.",
          "zh": "整个注意力就是两次矩阵乘法和一次 softmax。Q·Kᵀ（n×d_k 乘 d_k×m）给每个查询和每个"
                "键打分；softmax 把 n×m 表的每一行变成配比，形状不变；P·V（n×m 乘 m×d_v）把值混合"
-               "起来。下表的形状是核函数实际返回的：n = 6 个查询对 m = 8 个键（n ≠ m，像交叉注意力"
+               "起来。下表的形状是计算核实际返回的：n = 6 个查询对 m = 8 个键（n ≠ m，像交叉注意力"
                "那样）。序列长度这一维从头到尾没有变过，也没有任何一步依赖上一个位置：n 行可以同时算。"}),
     Section(
         "weighted_mean", {}, {}, True,
@@ -300,7 +516,7 @@ SECTIONS = [
                "为什么用内积打分？它是对两个参数都线性的最便宜的相似度，所以一整张分数表就是一次矩阵"
                "乘法。对同一组词 x 用投影 W_Q、W_K（d×d_k），分数就是 Q·Kᵀ = x·W_Q·W_Kᵀ·xᵀ：一个由 "
                "d×d 矩阵 M = W_Q·W_Kᵀ 定义的双线性型。M 的秩不超过 d_k，只花 2·d·d_k 个参数而不是 "
-               "d²；它不对称，所以 a 看 b 的程度不等于 b 看 a 的程度（S ≠ Sᵀ）。表中每一条都在核函数上"
+               "d²；它不对称，所以 a 看 b 的程度不等于 b 看 a 的程度（S ≠ Sᵀ）。表中每一条都在计算核上"
                "验证过。"}),
     Section(
         "trace", {}, {}, True,
@@ -351,18 +567,28 @@ SECTIONS = [
         {"en": "Why softmax", "zh": "为什么是 softmax"},
         {"en": "Why softmax? Any rule that turns scores into weights should give non-negative "
                "weights that sum to 1. Dividing by the sum gives negative weights as soon as a score "
-               "is negative; clipping the negatives first fixes that but, like dividing by the sum, "
-               "changes when every score moves by the same amount. Softmax depends only on the "
-               "differences between scores: adding 10 to all of them changes nothing "
-               "(exp(s + c) / Σ exp(s + c) = exp(s) / Σ exp(s)), which is also why the kernels can "
-               "subtract the row maximum without changing the result. Where a method is undefined "
-               "(a sum of 0, or nothing left after clipping) the table says so instead of printing "
-               "NaN weights as if they were a result.",
+               "is negative; clipping the negatives first fixes that, but zeroes some keys (no "
+               "weight, so no gradient) and, like dividing by the sum, changes when every score "
+               "moves by the same amount. Softmax is not the only rule with all three properties: "
+               "subtracting the minimum, (s − min + ε)/Σ(s − min + ε), is positive, sums to 1 and "
+               "ignores a shift as well. What softmax adds: it is smooth everywhere (the min and "
+               "the clip have kinks), every key keeps a weight and a gradient, the odds of two keys "
+               "exp(s₁ − s₂) depend on those two scores alone (a seventh key joining the row "
+               "changes min-subtraction's odds, not softmax's: last column but one), and "
+               "exp(a + b) = exp(a)·exp(b) turns a new reference point into one factor — which is "
+               "why the kernels may subtract the row maximum, and why the blockwise kernel can "
+               "rescale and merge blocks exactly (section “Blockwise softmax, number by number”). "
+               "Where a method is undefined (a sum of 0, or nothing left after clipping) the table "
+               "says so instead of printing NaN weights as if they were a result.",
          "zh": "为什么是 softmax？把分数变成权重的规则，应当给出非负且和为 1 的权重。直接除以总和，"
-               "只要有一个分数为负就会出现负权重；先把负数截成 0 能修好这一点，但和除以总和一样，"
-               "所有分数同加一个数时结果会变。softmax 只取决于分数之间的差：全部加 10 什么都不变"
-               "（exp(s + c) / Σ exp(s + c) = exp(s) / Σ exp(s)），这也是核函数可以先减去行最大值而不"
-               "改变结果的原因。某个方法无定义时（总和为 0，或截断后什么都不剩），表里写明原因，而不是"
+               "只要有一个分数为负就会出现负权重；先把负数截成 0 能修好这一点，但会让一些键的权重变成 0"
+               "（也就没有梯度），而且和除以总和一样，所有分数同加一个数时结果会变。具备这三条性质的并不"
+               "只有 softmax：减去最小值再归一，(s − min + ε)/Σ(s − min + ε)，同样为正、和为 1、不受"
+               "平移影响。softmax 多出来的是：处处光滑（取最小值和截断都有折角）；每个键都保有权重和梯度；"
+               "两个键的比值 exp(s₁ − s₂) 只取决于这两个分数（行里加入第七个键，减最小值法的比值会变，"
+               "softmax 的不变：见倒数第二列）；以及 exp(a + b) = exp(a)·exp(b) 把换一个参照点变成乘一个"
+               "因子——所以计算核可以先减去行最大值，分块核也能精确地重缩放、合并各块（见「分块 softmax，"
+               "逐个数字」一节）。某个方法无定义时（总和为 0，或截断后什么都不剩），表里写明原因，而不是"
                "把 NaN 权重当成结果打印出来。"}),
     Section(
         "scorers", {}, {}, True,
@@ -416,14 +642,25 @@ SECTIONS = [
     Section(
         "causal_row", {}, {}, True,
         {"en": "One causal row, number by number", "zh": "一个因果行，逐个数字"},
-        {"en": "Under the causal mask row i may only look at keys j ≤ i. For the row “it” of the "
+        {"en": "Why mask at all? A language model is trained to predict each next word from the "
+               "words before it. If position 5 could see word 6 it would copy the answer: the loss "
+               "falls to 0 and nothing is learned — and at inference word 6 does not exist yet, so "
+               "a model that learned to look at it fails. The causal mask makes training match "
+               "generation: row i depends only on keys j ≤ i, so when a new token arrives the keys "
+               "and values of the earlier ones never change, and can be kept instead of recomputed: "
+               "that is what makes a KV cache possible (section “Decode as a process”). "
+               "Under the causal mask row i may only look at keys j ≤ i. For the row “it” of the "
                "sentence: the exponentials exp(s − max) of the keys it keeps are unchanged, the "
                "later key's numerator is dropped, and the denominator becomes the sum of the kept "
                "ones alone — so every kept weight grows by full denominator ÷ causal denominator, "
                "and the row sums to 1 again. The last column is the kernel's own causal row.",
-         "zh": "因果掩码下第 i 行只能看 j ≤ i 的键。以句子中「它」这一行为例：保留下来的键的指数 "
+         "zh": "为什么要遮？语言模型训练时要根据前面的词预测下一个词。如果第 5 个位置能看到第 6 个词，"
+               "它抄答案就行——损失飞快降到 0，却什么都没学会；而推理时第 6 个词还不存在，学会了偷看的"
+               "模型就会崩。因果掩码让训练和生成一致：第 i 行只依赖 j ≤ i 的键，新词到来时，前面各词的键和"
+               "值永远不变，可以存下来而不必重算——KV 缓存正是因此才成立（见「解码是一个过程」一节）。"
+               "因果掩码下第 i 行只能看 j ≤ i 的键。以句子中「它」这一行为例：保留下来的键的指数 "
                "exp(s − max) 不变，后面那个键的分子被丢掉，分母只剩保留项之和——所以每个保留的权重都乘上"
-               "「完整分母 ÷ 因果分母」，这一行重新加起来等于 1。最后一列是核函数自己算出的因果行。"}),
+               "「完整分母 ÷ 因果分母」，这一行重新加起来等于 1。最后一列是计算核自己算出的因果行。"}),
     Section(
         "causal", {}, {"n": 512}, False,
         {"en": "The causal mask in the blockwise kernel", "zh": "分块核中的因果掩码"},
@@ -440,21 +677,59 @@ SECTIONS = [
                "每一行仍然加起来等于 1。"},
         _found_causal),
     Section(
+        "online_softmax", {}, {}, True,
+        {"en": "Blockwise softmax, number by number", "zh": "分块 softmax，逐个数字"},
+        {"en": "The blockwise kernel never holds a whole row of scores, yet its result is exact. "
+               "Here is how, on row “it” of the sentence with its six keys in blocks of two (the "
+               "notebook `10-blockwise` has a slider for the block size). For each block the "
+               "kernel computes the block's scores and keeps, per row, three things: the running "
+               "maximum m of the scores seen so far, the running sum l = Σ exp(s − m) over them, "
+               "and the accumulated output acc = Σ exp(s − m)·v. When a block brings a larger "
+               "score, m rises to m_new, and everything accumulated so far was computed against "
+               "the old maximum: since exp(s − m_new) = exp(s − m_old)·exp(m_old − m_new), "
+               "multiplying l and acc by the one factor exp(m_old − m_new) puts them on the new "
+               "reference. After the last block, acc / l is the output — the same number the "
+               "full softmax row gives, because every term was rescaled to the same final m. "
+               "Every number in the table comes from the C core: each block's partial result "
+               "(`attention(..., return_lse=True)` on its keys alone) and the running state "
+               "(`attncore.merge` of the blocks so far, whose lse = m + log l), checked against "
+               "one kernel call with `block_k=2` and the kernel's own tile count. So the blockwise "
+               "kernel keeps n² time — every pair is still scored once — but drops n² memory: it "
+               "holds one tile of scores at a time and a few numbers per row. The backward pass "
+               "keeps even less: only lse = m + log l per row; it recomputes each weight as "
+               "exp(s − lse) block by block, instead of storing the n×n weights.",
+         "zh": "分块计算核从不保存一整行分数，结果却是精确的。下面用句子中「它」这一行来看为什么："
+               "它的 6 个键每 2 个一块（笔记本 `10-blockwise` 可以用滑块改块的大小）。对每一块，计算核"
+               "算出这一块的分数，并为每一行只记三样东西：到目前为止见过的最大分数 m（运行最大值）、"
+               "运行和 l = Σ exp(s − m)，以及累加的输出 acc = Σ exp(s − m)·v。当某一块带来更大的分数，"
+               "m 升到 m_new，而之前累加的一切都是以旧的最大值为参照算的：因为 "
+               "exp(s − m_new) = exp(s − m_old)·exp(m_old − m_new)，把 l 和 acc 乘上同一个因子 "
+               "exp(m_old − m_new)，就换到了新的参照上。最后一块之后，acc / l 就是输出——与完整 softmax "
+               "行给出的数相同，因为每一项都被重缩放到了同一个最终的 m。表中每个数都来自 C 核心："
+               "每一块的部分结果（只对这一块的键调用 `attention(..., return_lse=True)`）和运行状态"
+               "（对已处理各块调用 `attncore.merge`，其 lse = m + log l），并与一次 `block_k=2` 的计算核"
+               "调用和计算核自己数的块数核对。所以分块计算核保留了 n² 的时间——每一对仍要打一次分——"
+               "却去掉了 n² 的内存：它一次只存一块分数，每行再加几个数。反向传播存得更少：每行只存 "
+               "lse = m + log l；它逐块把每个权重重算为 exp(s − lse)，而不是存下 n×n 的权重。"},
+        _found_online),
+    Section(
         "memory", {"measured": True}, {}, False,
         {"en": "Why n²: the score table outgrows the KV cache", "zh": "为什么是 n²：分数表比 KV 缓存长得快"},
         {"en": "Why is attention said to cost n² memory? The table holds two setups, and says "
                "which is which. The first four columns are arithmetic for a model layer of 32 heads "
                "of d_head = 128 in FP16 (2 bytes a value): its score table holds n² values per head, "
                "the KV cache that produced it 2·n·d_head per head. Their ratio grows linearly in n: "
-               "the table overtakes the cache at n = 256 and is 512 times larger at n = 131 072. The "
+               "the two are equal at n = 256 (n² = 2·n·d_head), the table is larger beyond it and "
+               "512 times larger at n = 131 072. The "
                "two measured columns are a different, small setup — one head, d = 64, float32 — the "
-               "peak memory of real calls on this machine: the naive kernel holds the n×n table, "
-               "the blockwise one only its tiles and output.",
+               "peak memory of real calls on this machine: the naive kernel holds the n×n table; "
+               "the blockwise one holds its tiles, its output and a packed copy of K, all O(n·d).",
          "zh": "为什么说注意力要 n² 的内存？表里有两套设置，并标明了哪套是哪套。前四列是一个模型层的"
                "算术：32 个头、d_head = 128、FP16（每个值 2 字节）；分数表每个头 n² 个值，产生它的 "
-               "KV 缓存每个头 2·n·d_head 个值。两者之比随 n 线性增长：n = 256 时分数表超过缓存，"
-               "n = 131 072 时大 512 倍。两列实测值是另一套小设置——1 个头、d = 64、float32——是这台"
-               "机器上真实调用的峰值内存：朴素核存着整张 n×n 表，分块核只存它的块和输出。"},
+               "KV 缓存每个头 2·n·d_head 个值。两者之比随 n 线性增长：n = 256 时两者相等（n² = 2·n·d_head），"
+               "之后分数表更大，n = 131 072 时大 512 倍。两列实测值是另一套小设置——1 个头、d = 64、"
+               "float32——是这台机器上真实调用的峰值内存：朴素计算核存着整张 n×n 表；分块计算核存它的块、"
+               "输出和一份打包的 K，都是 O(n·d)。"},
         _found_memory),
     Section(
         "crossover", {}, {"ns": (64, 256, 1024)}, False,
@@ -469,17 +744,59 @@ SECTIONS = [
                "内存；产生这张表的那次运行实际量到的是："},
         _found_crossover),
     Section(
+        "traffic", {}, {"ns": (512, 2048), "quick": True}, False,
+        {"en": "Bytes moved, counted", "zh": "搬运的字节，逐一数清"},
+        {"en": "Why does the naive kernel win at some n and lose at others? Count the bytes. Both "
+               "kernels read Q, K and V and write O. The naive one also writes the n×n table and "
+               "reads it back in each pass over it — scores written, the softmax reading and "
+               "rewriting them, P·V reading them: four times n² values. The blockwise one never "
+               "writes the table, but reads K and V again for every tile of query rows. The table "
+               "below counts both for one head of float32 at d = 64, says where the n×n table fits "
+               "among this machine's caches (as the OS reports them), and puts the measured times "
+               "beside them.",
+         "zh": "朴素计算核为什么在有些 n 上赢、在另一些 n 上输？数一数字节。两种计算核都要读 Q、K、V，"
+               "写 O。朴素版还要写出 n×n 的表，并在每一遍里把它读回来——写分数、softmax 读一遍再写一遍、"
+               "P·V 再读一遍：一共 4 倍 n² 个值。分块版从不写出整张表，但每个查询块都要把 K 和 V 再读一遍。"
+               "下表对一个头、float32、d = 64 数出两者的字节，标出 n×n 的表放得进这台机器的哪一级缓存"
+               "（按操作系统报告的大小），并把实测时间放在旁边。"},
+        _found_traffic),
+    Section(
         "regimes", {}, {}, False,
         {"en": "Prefill is compute-bound, decode bandwidth-bound", "zh": "预填充受算力限制，解码受带宽限制"},
-        {"en": "Prefill and decode are different problems. A prefill step does about n/4 FLOPs per "
-               "byte it moves (float32: 4·d FLOPs per pair, n² pairs, 16·n·d bytes) and is bound by "
-               "the FMA units; a decode step reads the whole KV cache to produce one row, half a "
-               "FLOP per byte, and is bound by memory bandwidth. The roofs are measured by the "
-               "probes in the same call.",
-         "zh": "预填充和解码是两类问题。预填充每搬一个字节大约做 n/4 次浮点运算（float32：每对 4·d "
-               "次运算，n² 对，16·n·d 字节），受 FMA 单元限制；解码为了产生一行要读完整个 KV 缓存，"
-               "每字节半次运算，受内存带宽限制。屋顶由同一次调用中的探针测得。"},
+        {"en": "Prefill and decode are different problems. Counting the compulsory traffic (Q, K, "
+               "V read and O written once; float32), a prefill of n queries against n keys does "
+               "4·d FLOPs per pair on n² pairs and moves 16·n·d bytes: n/4 FLOPs per byte, far "
+               "right of the ridge, bound by the FMA units. A decode step does 4·d FLOPs per cached "
+               "key and reads 8·d bytes of K and V for it: ½ FLOP per byte (1 with a 16-bit cache), "
+               "left of the ridge, bound by memory bandwidth. (A real tiled kernel re-reads K and V "
+               "per query tile, so its prefill intensity is set by the tile: section “Bytes "
+               "moved”.) The roofs are measured by the probes in the same call.",
+         "zh": "预填充和解码是两类问题。只算必须的流量（Q、K、V 各读一次，O 写一次；float32）："
+               "n 个查询对 n 个键的预填充，每对 4·d 次运算、共 n² 对，搬 16·n·d 字节：每字节 n/4 次运算，"
+               "远在脊点右边，受 FMA 单元限制。解码一步对每个缓存的键做 4·d 次运算，为它读 8·d 字节的 "
+               "K 和 V：每字节 ½ 次（16 位缓存时为 1），在脊点左边，受内存带宽限制。（真实的分块计算核"
+               "每个查询块都要重读一遍 K、V，所以它预填充的强度由块的大小决定：见「搬运的字节」一节。）"
+               "屋顶由同一次调用中的探针测得。"},
         _found_regimes),
+    Section(
+        "decode", {}, {"steps": 8, "batch": 2}, False,
+        {"en": "Decode as a process", "zh": "解码是一个过程"},
+        {"en": "Generation is a loop. The prompt's keys and values go into an `attncore.KVCache` "
+               "at once (prefill); then each step appends one token's key and value and attends "
+               "its one query to everything cached. Nothing cached is ever recomputed — the causal "
+               "mask guarantees that earlier keys never change — but every step reads the whole "
+               "cache, so the bytes read per step grow with the length, and over a generation "
+               "they add up to the sum of the lengths. The table follows a small cache step by "
+               "step (8 query heads on 2 key/value heads, d_head = 64, float32) and checks each "
+               "step against a fresh `attncore.attention` over the cache; the facts scale the same "
+               "arithmetic to a whole model, and measure what batching does to a step.",
+         "zh": "生成是一个循环。提示词的键和值一次性放进 `attncore.KVCache`（预填充）；之后每一步追加一个"
+               "词的键和值，再用它的一个查询对缓存里的全部内容做注意力。缓存过的东西从不重算——因果掩码"
+               "保证了前面的键永远不变——但每一步都要把整个缓存读一遍，所以每步读的字节随长度增长，整个"
+               "生成过程读的总量就是各步长度之和。表中一步一步跟着一个小缓存（8 个查询头共享 2 个键值头，"
+               "d_head = 64，float32），每一步都与对缓存重新调用 `attncore.attention` 的结果核对；"
+               "表下的数据把同样的算术放大到整个模型，并实测批处理对一步解码的影响。"},
+        _found_decode),
     Section(
         "family", {}, {"ns": (256, 1024)}, False,
         {"en": "The attention family", "zh": "注意力家族"},
@@ -500,7 +817,7 @@ SECTIONS = [
                "their statements are wrong, and a learner who checks them on a kernel will notice. "
                "Each correction below comes with the number attncore computes (the table, and "
                "`attncore.teach.corrections()` to rerun it):",
-         "zh": "本教程依据的那一章和那篇文章都是好向导，但其中有几处说法是错的，在核函数上验证的学习者会"
+         "zh": "本教程依据的那一章和那篇文章都是好向导，但其中有几处说法是错的，在计算核上验证的学习者会"
                "发现。下面每一条更正都附上 attncore 算出的数（见表；`attncore.teach.corrections()` "
                "可以重跑）："},
         _found_corrections),
@@ -515,17 +832,24 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _cell(v) -> str:
-    """A table cell: the value formatted, a literal | escaped (|x| is common here)."""
+def _cell(v, lang="en", header=False) -> str:
+    """A table cell: the value formatted (its words in Chinese for ``lang="zh"``),
+    a literal | escaped (|x| is common here)."""
+    if lang == "zh" and isinstance(v, str):
+        v = zh.translate(v, header=header)
+    elif lang == "zh" and (v is None or isinstance(v, bool)):
+        v = {None: "—", True: "是", False: "否"}[v]
     return _fmt(v).replace("|", "\\|")
 
 
-def markdown_table(result) -> str:
-    """The result's table as Markdown, values to 4 significant digits."""
+def markdown_table(result, lang="en") -> str:
+    """The result's table as Markdown, values to 4 significant digits; for
+    ``lang="zh"`` the column names and the cells' words in Chinese."""
     rows = result.table()
     cols = list(rows[0])
-    lines = ["| " + " | ".join(_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in rows]
+    lines = ["| " + " | ".join(_cell(c, lang, header=True) for c in cols) + " |",
+             "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(r[c], lang) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -543,7 +867,7 @@ def _section(sec: Section, res, call: str, fig: str, lang: str) -> str:
     parts = [f"## {sec.title[lang]}", sec.prose[lang]]
     if found:
         parts.append(found)
-    parts += [f"```python\nattncore.teach.{sec.name}({call})\n```", markdown_table(res),
+    parts += [f"```python\nattncore.teach.{sec.name}({call})\n```", markdown_table(res, lang),
               markdown_facts(res)]
     if not sec.deterministic:
         parts.append(measured)
@@ -601,11 +925,11 @@ notebooks (`attncore notebook`) let you move every number here with a slider.
 [中文版](tutorial.zh.md)
 
 """,
-    "zh": """# 注意力导览：在 attncore 自己的核函数上
+    "zh": """# 注意力导览：在 attncore 自己的计算核上
 
 下面每张表都由
 `attncore tour --markdown docs/tutorial.md --markdown-zh docs/tutorial.zh.md --out docs/tour`
-生成，跑的就是 `attncore.attention` 所用的 C 核函数——分数、softmax 和注意力从不来自另一个玩具实现。
+生成，跑的就是 `attncore.attention` 所用的 C 计算核——分数、softmax 和注意力从不来自另一个玩具实现。
 每个实验都是 `attncore.teach` 中的一个函数，用种子可以复现；确定性实验的表由测试套件与代码核对。
 各节顺序跟随那一章：一句话、形状、公式为什么长这样、它的代价、注意力家族，以及原始材料错在哪里。
 每张表下列出正文引用的数据。交互笔记本（`attncore notebook`）可以用滑块拨动这里的每个数。

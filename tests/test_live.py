@@ -79,11 +79,12 @@ def test_scaling_of_the_article_512_wide_example():
 @pytest.mark.parametrize("shift", [0.0, 10.0, -3.3, -100.0])
 def test_normalise_guards_and_softmax_alone_is_unmoved(shift):
     r = live.normalise(shift=shift)
-    soft, divide, clip = r["rows"]
+    soft, divide, clip, lifted = r["rows"]
     np.testing.assert_allclose(soft["weights"], attncore.reference.softmax(r["scores"]),
                                rtol=1e-12)
     assert soft["valid"] and soft["changed_by_shift"] is False
     assert not divide["valid"]  # negative weights
+    assert lifted["valid"] and lifted["changed_by_shift"] is False  # positive, sums to 1, blind
     if shift <= -3.0:  # every score ≤ 0 after the shift
         assert clip["weights_shifted"] is None and "undefined" in clip["undefined"]
         assert clip["changed_by_shift"] is None

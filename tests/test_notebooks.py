@@ -22,6 +22,17 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_the_prose_is_in_english_and_chinese(path):
+    with open(path, encoding="utf-8") as f:
+        nb = json.load(f)
+    text = [" ".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    first = text[0]  # the notebook's introduction, in both
+    assert "**中文：**" in first and sum("\u4e00" <= ch <= "\u9fff" for ch in first) > 60
+    for cell in text:  # and every other paragraph of prose too
+        assert "**中文：**" in cell, cell[:80]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_stored_without_outputs(path):
     with open(path, encoding="utf-8") as f:
         nb = json.load(f)

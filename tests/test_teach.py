@@ -50,15 +50,22 @@ def test_scaling_is_reproducible_by_seed():
     assert teach.scaling(dks=(8,), seed=3).table() != teach.scaling(dks=(8,), seed=4).table()
 
 
-def test_normalizers_only_softmax_survives_the_shift():
-    rows = {(r["method"], r["shifted"]): r for r in teach.normalizers().table()}
-    soft, soft_shift = rows["softmax", False], rows["softmax", True]
-    assert np.allclose(soft["weights"], soft_shift["weights"], rtol=0, atol=1e-15)
-    assert soft["verdict"] == "ok" and abs(soft["sum"] - 1) < 1e-15
-    assert min(soft["weights"]) > 0
-    assert rows["divide by sum", False]["verdict"] == "negative weights, changed by the shift"
-    assert min(rows["divide by sum", False]["weights"]) < 0
-    assert rows["clip negatives, divide", False]["verdict"] == "changed by the shift"
+def test_normalizers_softmax_keeps_the_odds_and_min_subtraction_survives_the_shift_too():
+    rows = {r["method"]: r for r in teach.normalizers().table()}
+    soft = rows["softmax"]
+    assert np.allclose(soft["weights"], soft["weights after the shift"], rtol=0, atol=1e-15)
+    assert soft["verdict"] == "a weighting, shift-blind, odds kept"
+    assert abs(soft["sum"] - 1) < 1e-15 and min(soft["weights"]) > 0
+    assert rows["divide by sum"]["verdict"] == "negative weights, moved by the shift"
+    assert min(rows["divide by sum"]["weights"]) < 0
+    assert rows["clip negatives, divide"]["verdict"] == ("keys at weight 0 get no gradient, "
+                                                         "moved by the shift")
+    # positive, sums to 1 and blind to the shift, like softmax: what differs is the odds
+    lifted = rows["subtract min, divide"]
+    assert lifted["all ≥ 0"] and abs(lifted["sum"] - 1) < 1e-12
+    assert lifted["moved by the shift"] is False
+    assert lifted["odds w1/w2 moved by a 7th key"] is True
+    assert soft["odds w1/w2 moved by a 7th key"] is False
 
 
 def test_memory_formulas_are_exact():
@@ -234,7 +241,8 @@ def test_the_sentence_it_looks_back_at_cat():
 def test_shapes_are_the_kernels():
     rows = teach.shapes(n=5, m=7, d_k=3, d_v=2).table()
     assert [r["output"] for r in rows] == ["S (5, 7)", "P (5, 7)", "O (5, 2)"]
-    assert rows[0]["flops"] == 2 * 5 * 7 * 3 and rows[2]["flops"] == 2 * 5 * 7 * 2
+    assert rows[0]["operations"] == 2 * 5 * 7 * 3 and rows[2]["operations"] == 2 * 5 * 7 * 2
+    assert "exponentials" in rows[1]["counted"] and rows[1]["operations"] == 5 * 7
 
 
 def test_weighted_mean_bilinear_form_rank_and_hull():
@@ -244,7 +252,13 @@ def test_weighted_mean_bilinear_form_rank_and_hull():
     assert v["rank of W_Q·W_Kᵀ (16×16)"] == 4
     assert v["max |S − Sᵀ| (asymmetry)"] > 0.1
     assert v["min weight"] > 0 and v["max |Σ_j p_ij − 1|"] < 1e-14
-    assert v["every output inside the values' range"] is True
+    assert v["every output inside the values' convex hull (left of every hull edge)"] is True
+    # the test itself tells inside from outside: the hull of a square, and points around it
+    from attncore.teach.chapter import _hull, _inside_hull
+
+    square = _hull(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, 0.5]]))
+    pts = np.array([[0.5, 0.5], [1.0, 0.5], [1.01, 0.5], [0.9, 0.95], [0.6, -0.01]])
+    assert _inside_hull(pts, square).tolist() == [True, True, False, True, False]
     assert v["parameters W_Q, W_K at d=512, d_k=64: 2·d·d_k vs d²"] == "65536 vs 262144"
 
 
@@ -280,3 +294,95 @@ def test_kv_sharing_is_mha_on_repeated_heads():
     assert [r["kv_cache_bytes_per_token"] for r in rows] == [2 * kv * 16 * 4 for kv in (8, 2, 1)]
     assert all(r["max_diff_vs_repeated"] < 1e-6 for r in rows)
     assert rows[0]["speedup_vs_mha"] == 1.0
+
+
+# ---- the blockwise online softmax, bytes moved, decode as a process --------------
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 4, 6])
+def test_online_softmax_numbers_are_the_kernels_and_exact(block):
+    from attncore.teach import live
+
+    for q in (None, live.SENTENCE_K[1]):
+        r = live.online_softmax(4, block, q=q)
+        s = r["scores"]
+        np.testing.assert_allclose(s, attncore.reference.scores(
+            live.SENTENCE_Q[4][None] if q is None else np.asarray(q)[None], live.SENTENCE_K)[0],
+            rtol=1e-14)
+        m_old = -np.inf
+        for i, st in enumerate(r["steps"]):
+            seen = s[: st["key_index"][-1] + 1]
+            # the running max and sum, recomputed here from the scores alone
+            assert st["m"] == seen.max() and st["m_before"] == m_old
+            assert st["l"] == pytest.approx(np.exp(seen - seen.max()).sum(), rel=1e-13)
+            if i:
+                assert st["rescale"] == pytest.approx(np.exp(m_old - st["m"]), rel=1e-14)
+            w = np.exp(seen - seen.max())
+            np.testing.assert_allclose(st["acc"], w @ live.SENTENCE_K[: len(seen)], rtol=1e-12)
+            np.testing.assert_allclose(st["output"], st["acc"] / st["l"], rtol=1e-12)
+            m_old = st["m"]
+        assert len(r["steps"]) == -(-6 // block) == r["kernel_tiles"]
+        assert r["max_diff_vs_kernel"] < 1e-14 and r["max_diff_vs_softmax"] < 1e-14
+        assert r["max_diff_recomputed_weights"] < 1e-15
+
+
+def test_online_softmax_table_shows_a_rescale_and_the_backward_from_lse():
+    res = teach.online_softmax()
+    rows = res.table()
+    swapped = [r for r in rows if "key of" in r["row"]]
+    assert [r["rescale exp(m_old − m_new)"] for r in swapped][0] == "—"
+    assert swapped[1]["rescale exp(m_old − m_new)"] == pytest.approx(np.exp(0.52 - 1.0))
+    plain = [r for r in rows if "key of" not in r["row"]]
+    assert all(r["rescale exp(m_old − m_new)"] in ("—", 1.0) for r in plain)  # cat comes first
+    f = res.facts
+    assert f["kernel_tiles"] == 3 and f["max_diff_backward_vs_reference"] < 1e-12
+    assert f["swap_rescale"] == pytest.approx(np.exp(0.52 - 1.0))
+    with pytest.raises(ValueError, match="block"):
+        teach.live.online_softmax(4, 0)
+
+
+def test_traffic_counts_the_bytes_each_kernel_moves():
+    res = teach.traffic(ns=(256, 512), quick=True)
+    bq = res.facts["block_q"]
+    for r in res.table():
+        n = r["n"]
+        assert r["table_bytes"] == 4 * n * n
+        assert r["naive_bytes"] == 4 * 4 * n * 64 + 4 * 4 * n * n
+        assert r["blockwise_bytes"] == 4 * 2 * n * 64 + -(-n // bq) * 4 * 2 * n * 64
+        assert r["ratio_lowest"] <= r["naive_over_blockwise"] <= r["ratio_highest"]
+        assert r["table_fits"] in ("L2", "L3", "DRAM")
+    assert res.facts["blockwise_intensity_flop_per_byte"] == bq / 2
+    assert res.facts["gpu_ridge_flop_per_byte"] == pytest.approx(989 / 3.35)
+
+
+def test_decode_process_reads_the_whole_cache_every_step():
+    res = teach.decode(prompt=16, steps=4, heads=4, kv_heads=2, d_head=8, batch=2)
+    rows = res.table()
+    per_token = 2 * 2 * 8 * 4
+    total = 0
+    for r in rows:
+        assert r["cache_tokens"] == 16 + r["step"]
+        assert r["kv_bytes_read"] == r["cache_tokens"] * per_token
+        assert r["max_diff_vs_attention"] == 0
+    for step in range(1, 5):
+        total += (16 + step) * per_token
+    assert rows[-1]["kv_bytes_read_so_far"] == total
+    f = res.facts
+    assert f["model_cache_per_token_bfloat16"] == 2 * 32 * 8 * 128 * 2
+    g, c = f["generate"], f["context"]
+    assert f["model_kv_bytes_read_generating_bfloat16"] == (
+        sum(c + t for t in range(g)) * f["model_cache_per_token_bfloat16"])
+
+
+def test_sentence_swap_and_the_corrections_numbers():
+    f = teach.sentence().facts
+    assert f["swap_weight_it_was"] > f["weight_it_was"] and f["swap_weight_it_cat"] < f[
+        "weight_it_cat"]
+    assert f["swap_looks_at"] == "tired"
+    c = teach.corrections().facts
+    assert c["weights_max"] < 0.45 < c["weights_max_batch1"]  # the figure is batch 0
+    assert c["article_row_sums_min"] == pytest.approx(0.998) and c["article_row_sums_max"] > 1.0003
+    p = attncore.reference.softmax(np.array([60.0, 0, 0, 0, 0, 0]))
+    assert c["jacobian_chosen_exact"] == pytest.approx(5 * np.exp(-60), rel=1e-12)
+    assert c["jacobian_chosen_float64"] == 0 and p[0] == 1.0
+    assert c["jacobian_onehot"] == pytest.approx(np.exp(-60), rel=1e-12)

@@ -3,11 +3,13 @@ that it renders: a heading, text, and every image loaded (decoded, non-zero size
 
     mkdocs build --strict
     python tools/site_check.py site [--screenshot docs/site-home.png]
+                                    [--shot tutorial.zh/index.html=docs/site-tutorial-zh.png]
 
 The site is served from a local HTTP server on 127.0.0.1 (as a reader's browser
 would fetch it), each page is loaded, and after the load the page must have a
 visible <h1>, some text in its article, and no <img> whose naturalWidth is 0.
---screenshot saves the home page as drawn.  Needs Playwright (the screenshot
+--screenshot saves the home page as drawn; --shot PAGE=PNG (repeatable) any
+other page, its top screen.  Needs Playwright (the screenshot
 extra) and Chromium (tools/install-docs-tools.sh).  Exit status 0 when every
 page passes, 1 when one does not, 2 when a tool is missing.
 """
@@ -48,8 +50,13 @@ CHECK = """() => {
 }"""
 
 
-def check(site: str, chromium: str, screenshot: str | None = None) -> list[dict]:
-    """One row per page: its heading, text length, images and the broken ones."""
+def check(site: str, chromium: str, screenshot: str | None = None,
+          shots: dict | None = None) -> list[dict]:
+    """One row per page: its heading, text length, images and the broken ones;
+    ``shots`` (page -> PNG path) saves those pages as drawn."""
+    shots = dict(shots or {})
+    if screenshot:
+        shots["index.html"] = screenshot
     from playwright.sync_api import sync_playwright
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -72,12 +79,14 @@ def check(site: str, chromium: str, screenshot: str | None = None) -> list[dict]
                 row = page.evaluate(CHECK)
                 row["page"] = rel
                 rows.append(row)
-                if screenshot and rel == "index.html":
-                    page.screenshot(path=screenshot, full_page=False)
+                if rel in shots:
+                    page.screenshot(path=shots.pop(rel), full_page=False)
             browser.close()
     finally:
         server.shutdown()
         server.server_close()
+    if shots:
+        raise SystemExit(f"no such page to shoot: {', '.join(shots)}")
     return rows
 
 
@@ -97,6 +106,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("site", help="the built site (mkdocs build)")
     ap.add_argument("--screenshot", help="save the home page as drawn here (PNG)")
+    ap.add_argument("--shot", action="append", default=[], metavar="PAGE=PNG",
+                    help="save this page of the site as drawn (repeatable)")
     ap.add_argument("--chromium",
                     default=shutil.which("chromium") or shutil.which("chromium-browser"))
     args = ap.parse_args(argv)
@@ -108,7 +119,8 @@ def main(argv=None) -> int:
     if not args.chromium or not os.path.exists(args.chromium):
         print("missing: chromium (tools/install-docs-tools.sh, or --chromium PATH)")
         return 2
-    rows = check(args.site, args.chromium, args.screenshot)
+    shots = dict(item.split("=", 1) for item in args.shot)
+    rows = check(args.site, args.chromium, args.screenshot, shots)
     for r in rows:
         print(f"{r['page']:<45} {r['heading'][:40]:<40} {r['chars']:>7} chars "
               f"{r['images']:>3} images {len(r['broken'])} broken")

@@ -52,6 +52,33 @@ def measure_roofs(nthreads: int, quick: bool = False) -> dict:
             "threads": nthreads}
 
 
+def cache_sizes() -> dict:
+    """The data caches of CPU 0 as the OS reports them (Linux sysfs): level ->
+    bytes ({"L1": 49152, "L2": 2097152, "L3": ...}); {} where it reports none.
+    L1 and L2 are per core on current x86 and Arm cores; L3 is shared."""
+    found = {}
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            with open(os.path.join(root, entry, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(root, entry, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(root, entry, "size")) as f:
+                size = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or not size:
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1], 1)
+        found[f"L{level}"] = int(size.rstrip("KMG")) * scale
+    return found
+
+
 def machine() -> dict:
     cpu = platform.processor() or platform.machine()
     try:
@@ -69,6 +96,7 @@ def machine() -> dict:
         versions["torch"] = torch.__version__
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "versions": versions, "blas": blas_info(), "version": attncore.__version__,
+            "caches": cache_sizes(),
             "commit": source_commit(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 

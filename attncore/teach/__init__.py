@@ -8,9 +8,9 @@ plain Python values), ``.plot(ax=None)`` (matplotlib, labelled) and a readable r
     formula  why the formula is what it is: scaling, normalizers, trace,
              permutation, scorers, saturation, multihead
     chapter  the chapter's own pieces: sentence, shapes, weighted_mean,
-             causal_row, and corrections (where the sources go wrong)
+             causal_row, online_softmax, and corrections (where the sources go wrong)
     cost     what it costs on this machine: memory, causal, crossover,
-             regimes, family, kv_sharing
+             traffic, regimes, family, kv_sharing, decode
     result   the Result every experiment returns
     live     the callbacks of the live notebooks (docs/notebooks): plain functions
              of a widget's values, imported as attncore.teach.live
@@ -19,12 +19,15 @@ plain Python values), ``.plot(ax=None)`` (matplotlib, labelled) and a readable r
 on first use.
 """
 
-from attncore.teach.chapter import causal_row, corrections, sentence, shapes, weighted_mean
-from attncore.teach.cost import causal, crossover, family, kv_sharing, memory, regimes
+from attncore.teach.chapter import (causal_row, corrections, online_softmax, sentence, shapes,
+                                    weighted_mean)
+from attncore.teach.cost import (causal, crossover, decode, family, kv_sharing, memory, regimes,
+                                 traffic)
 from attncore.teach.formula import (_TRACE_K, _TRACE_Q, _TRACE_V, multihead,  # noqa: F401
                                     normalizers, permutation, saturation, scaling, scorers, trace)
 from attncore.teach.result import Result
 
 __all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation", "causal",
            "crossover", "scorers", "saturation", "regimes", "multihead", "family", "sentence",
-           "shapes", "weighted_mean", "causal_row", "corrections", "kv_sharing"]
+           "shapes", "weighted_mean", "causal_row", "corrections", "kv_sharing",
+           "online_softmax", "traffic", "decode"]

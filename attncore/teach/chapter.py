@@ -62,7 +62,13 @@ def sentence():
         row["looks at most"] = f"{en[top]} {zh[top]}"
         rows.append(row)
     out = attncore.attention(live.SENTENCE_Q, live.SENTENCE_K, live.SENTENCE_K)
+    # the chapter's swap: "it" asks with the key of "was" (its 很's 书脊)
+    swapped = live.sentence(query=4, q=live.SENTENCE_K[1])["row"]
     facts = {"it_looks_at": r["looks_at"], "weight_it_cat": float(w[4, 0]),
+             "weight_it_was": float(w[4, 1]),
+             "swap_weight_it_was": float(swapped[1]), "swap_weight_it_cat": float(swapped[0]),
+             "swap_looks_at": en[int(np.argmax(swapped))],
+             "swap_weight_top": float(swapped.max()),
              "rows_sum_to_one_max_error": float(np.abs(w.sum(-1) - 1).max()),
              "output_of_it": out[4],
              "output_is_weights_times_V_max_error": float(np.abs(w @ live.SENTENCE_K - out).max())}
@@ -96,11 +102,13 @@ def shapes(n=6, m=8, d_k=4, d_v=3, seed=0):
     o = attncore.attention(q, k, v)
     rows = [
         {"step": "1. scores Q·Kᵀ/√d_k", "inputs": f"Q {q.shape}, Kᵀ {k.T.shape}",
-         "output": f"S {s.shape}", "flops": 2 * n * m * d_k, "formula": "2·n·m·d_k"},
+         "output": f"S {s.shape}", "operations": 2 * n * m * d_k,
+         "counted": "2·n·m·d_k FLOPs (a multiply and an add per term)"},
         {"step": "2. softmax, row by row", "inputs": f"S {s.shape}", "output": f"P {p.shape}",
-         "flops": n * m, "formula": "n·m exponentials"},
+         "operations": n * m,
+         "counted": "n·m exponentials (and as many adds and divides): not FLOPs of a product"},
         {"step": "3. output P·V", "inputs": f"P {p.shape}, V {v.shape}", "output": f"O {o.shape}",
-         "flops": 2 * n * m * d_v, "formula": "2·n·m·d_v"},
+         "operations": 2 * n * m * d_v, "counted": "2·n·m·d_v FLOPs"},
     ]
 
     def draw(ax):
@@ -149,6 +157,15 @@ def _hull(points):
     return np.array(lower[:-1] + upper[:-1])
 
 
+def _inside_hull(points, hull, tol=1e-12):
+    """For each 2-D point, whether it lies inside (or on) the counter-clockwise
+    ``hull``: left of every edge."""
+    edges = np.roll(hull, -1, axis=0) - hull
+    rel = np.asarray(points)[:, None, :] - hull[None, :, :]
+    cross = edges[None, :, 0] * rel[..., 1] - edges[None, :, 1] * rel[..., 0]
+    return (cross >= -tol).all(axis=1)
+
+
 def weighted_mean(tokens=8, d=16, d_k=4, seed=0):
     """Attention is a weighted mean: each output row is Σ_j p_ij·v_j with p_ij ≥ 0
     and Σ_j p_ij = 1, a convex combination of the value rows, so it stays
@@ -167,7 +184,8 @@ def weighted_mean(tokens=8, d=16, d_k=4, seed=0):
     s_form = x @ m_form @ x.T
     p = attncore.softmax(s / math.sqrt(d_k))
     out = attncore.attention(q, k, v)
-    inside = bool(np.all(out >= v.min(0) - 1e-12) and np.all(out <= v.max(0) + 1e-12))
+    hull = _hull(v)
+    inside = bool(_inside_hull(out, hull).all())
     rows = [
         {"quantity": "max |Q·Kᵀ − x·W_Q·W_Kᵀ·xᵀ|", "value": float(np.abs(s - s_form).max())},
         {"quantity": f"rank of W_Q·W_Kᵀ ({d}×{d})", "value": int(np.linalg.matrix_rank(m_form))},
@@ -175,14 +193,14 @@ def weighted_mean(tokens=8, d=16, d_k=4, seed=0):
         {"quantity": "min weight", "value": float(p.min())},
         {"quantity": "max |Σ_j p_ij − 1|", "value": float(np.abs(p.sum(-1) - 1).max())},
         {"quantity": "max |O − P·V|", "value": float(np.abs(out - p @ v).max())},
-        {"quantity": "every output inside the values' range", "value": inside},
+        {"quantity": "every output inside the values' convex hull (left of every hull edge)",
+         "value": inside},
     ]
     for dm, dk in ((d, d_k), (512, 64), (4096, 128)):
         rows.append({"quantity": f"parameters W_Q, W_K at d={dm}, d_k={dk}: 2·d·d_k vs d²",
                      "value": f"{2 * dm * dk} vs {dm * dm}"})
 
     def draw(ax):
-        hull = _hull(v)
         ax.fill(*np.vstack([hull, hull[:1]]).T, color="C0", alpha=0.15,
                 label="convex hull of the value rows")
         ax.scatter(v[:, 0], v[:, 1], s=50, color="C0", label="value rows v_j")
@@ -244,7 +262,89 @@ def causal_row(query=4):
                   "later words", rows, facts, draw)
 
 
+# ---- the blockwise online softmax ------------------------------------------------
+
+
+def online_softmax(query=4, block=2):
+    """The blockwise online softmax, number by number, on the C kernels: row
+    "it" of the sentence with its six keys in blocks of ``block``, and the same
+    row with the chapter's swap (its query replaced by the key of "was"), where
+    the largest score arrives in a later block and what was accumulated must be
+    rescaled.  Per block: its scores, its max, the running max m before and
+    after, the factor exp(m_old − m_new), the running sum l and the output so
+    far (``attncore.merge`` of the blocks' ``attention(..., return_lse=True)``).
+    The facts compare the last output with one kernel call over all keys
+    (``block_k=block``, its own tile count) and with the full softmax row, and
+    show the backward's view: from lse alone the weights come back, and
+    ``attention_backward`` given (out, lse) matches the reference gradients."""
+    en = live.SENTENCE["en"]
+    runs = {f"“{en[query]}”": live.online_softmax(query, block),
+            f"“{en[query]}” with the key of “was”": live.online_softmax(query, block,
+                                                                        q=live.SENTENCE_K[1])}
+    rows = []
+    for name, r in runs.items():
+        for i, st in enumerate(r["steps"]):
+            rows.append({"row": name, "block": i + 1,
+                         "keys": " ".join(f"{en[j]} {live.SENTENCE['zh'][j]}"
+                                          for j in st["key_index"]),
+                         "scores": [float(x) for x in st["scores"]],
+                         "block max": st["block_max"], "m before": st["m_before"],
+                         "m after": st["m"],
+                         "rescale exp(m_old − m_new)": "—" if st["rescale"] is None
+                         else st["rescale"],
+                         "l = Σ exp(s − m)": st["l"],
+                         "output so far": [float(x) for x in st["output"]]})
+    first, swapped = runs.values()
+    q = live.SENTENCE_Q[query][None]
+    k = live.SENTENCE_K
+    out, lse = attncore.attention(q, k, k, return_lse=True)
+    dout = np.ones_like(out)
+    mine = attncore.attention_backward(q, k, k, out, lse, dout)
+    ref = attncore.reference.attention_backward(q, k, k, out, lse, dout)
+    facts = {"block": block, "kernel_tiles": first["kernel_tiles"],
+             "final_output": first["output"], "kernel_output": first["kernel_output"],
+             "max_diff_vs_kernel": max(r["max_diff_vs_kernel"] for r in runs.values()),
+             "max_diff_vs_full_softmax": max(r["max_diff_vs_softmax"] for r in runs.values()),
+             "swap_rescale": min(st["rescale"] for st in swapped["steps"][1:]),
+             "saved_for_backward": f"lse = {first['steps'][-1]['lse']:.6f} (one number per row)",
+             "max_diff_weights_from_lse": max(r["max_diff_recomputed_weights"]
+                                              for r in runs.values()),
+             "max_diff_backward_vs_reference": float(max(np.abs(a - b).max()
+                                                         for a, b in zip(mine, ref)))}
+
+    def draw(ax):
+        x = np.arange(6)
+        colours = [f"C{i}" for i in range(len(swapped["steps"]))]
+        m_prev = None
+        for i, st in enumerate(swapped["steps"]):
+            idx = st["key_index"]
+            ax.bar(idx, st["scores"], color=colours[i], alpha=0.8,
+                   label=f"block {i + 1}: scores")
+            lo, hi = idx[0] - 0.45, idx[-1] + 0.45
+            ax.hlines(st["m"], lo, hi, colors="k", lw=2, label="running max m" if i == 0 else None)
+            if m_prev is not None and st["m"] != m_prev:
+                ax.annotate(f"m rises {m_prev:.2f} → {st['m']:.2f}: acc, l × "
+                            f"exp({m_prev:.2f} − {st['m']:.2f}) = {st['rescale']:.3f}",
+                            (idx[0], st["m"]), xytext=(idx[0] - 1.6, st["m"] + 0.25),
+                            arrowprops={"arrowstyle": "->"}, fontsize=9)
+            m_prev = st["m"]
+        font = live.cjk_font()
+        ax.set_xticks(x, _words(font))
+        _tick_font(ax, font)
+        ax.set_ylim(top=max(swapped["scores"]) + 0.7)
+        ax.set(xlabel="key, in the kernel's order", ylabel="scaled score s = q·k/√d_k")
+        ax.legend(fontsize=9, loc="upper left")
+
+    return Result("online_softmax", f"the online softmax in blocks of {block}: "
+                  "the max rises, the accumulator is rescaled", rows, facts, draw)
+
+
 # ---- where the sources go wrong -----------------------------------------------------
+
+# The sums of the ten rows the article prints for its batch 0 (its 10×10 matrix,
+# to the eight digits it prints), which it says "相加严格等于 1".
+ARTICLE_ROW_SUMS = np.array([0.99800002, 0.99999999, 1.00039998, 0.99999999, 0.99899999,
+                             1.0, 1.0, 1.00001, 0.99999999, 1.00000001])
 
 
 def corrections(seed=0):
@@ -284,28 +384,40 @@ def corrections(seed=0):
         return np.diag(pp) - np.outer(pp, pp)
 
     onehot = attncore.softmax(np.array([60.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    # the chosen cell's own entry p₁(1 − p₁): in float64 1 − p₁ rounds to 0, so
+    # it is computed as p₁ · Σ_{j≠1} p_j, which is the same quantity exactly
+    chosen_exact = float(onehot[0] * onehot[1:].sum())
+    chosen_float64 = float(onehot[0] * (1 - onehot[0]))
     moderate = attncore.softmax(np.array([2.0, 0.5, -1.0, 1.5, -0.5, 0.8]))
     # reversing the input
     x = rng.standard_normal((6, 8))
     w = attncore.softmax(attncore.scores(x, x))
     w_rev = attncore.softmax(attncore.scores(x[::-1], x[::-1]))
     en = live.SENTENCE["en"]
-    f = {"weights_min": float(p.min()), "weights_max": float(p.max()),
+    f = {"weights_min": float(p[0].min()), "weights_max": float(p[0].max()),
+         "weights_max_batch1": float(p[1].max()),
+         "article_row_sums_min": float(ARTICLE_ROW_SUMS.min()),
+         "article_row_sums_max": float(ARTICLE_ROW_SUMS.max()),
          "variance_512": float(s.var()), "entropy_512": float(_entropy(p).mean()),
          "ln10": math.log(10), "variance_dk2_uniform": float(dots.var()),
          "naive_big": [float(t) for t in naive], "safe_big": [float(t) for t in safe],
          "dot_top": en[int(np.argmax(dot))], "cosine_top": en[int(np.argmax(cosine))],
          "dot_was": float(dot[1]), "dot_tired": float(dot[2]),
          "cos_was": float(cosine[1]), "cos_tired": float(cosine[2]),
-         "jacobian_onehot": float(np.abs(jac(onehot)).max()),
+         "jacobian_onehot": float(np.abs(np.where(np.eye(6, dtype=bool) & (np.arange(6) == 0),
+                                                   0.0, jac(onehot))).max()),
+         "jacobian_chosen_exact": chosen_exact, "jacobian_chosen_float64": chosen_float64,
          "jacobian_moderate": float(np.abs(jac(moderate)).max()),
          "reverse_unchanged": float(np.abs(w_rev - w).max()),
          "reverse_permuted": float(np.abs(w_rev - w[::-1, ::-1]).max())}
     rows = [
-        {"claim": "512-wide example: smallest weight", "source": "0.098",
+        {"claim": "512-wide example, batch 0: smallest weight", "source": "0.0980",
          "attncore": f["weights_min"]},
-        {"claim": "512-wide example: largest weight", "source": "0.1016",
+        {"claim": "512-wide example, batch 0: largest weight", "source": "0.1016",
          "attncore": f["weights_max"]},
+        {"claim": "512-wide example: each row's sum", "source": "每行数值相加严格等于 1",
+         "attncore": "the printed rows sum to "
+                     f"{f['article_row_sums_min']:.4f} … {f['article_row_sums_max']:.4f}"},
         {"claim": "512-wide example: variance of the scaled scores", "source": "(not printed)",
          "attncore": f["variance_512"]},
         {"claim": "512-wide example: mean row entropy (uniform: ln 10 = 2.303)",
@@ -320,8 +432,12 @@ def corrections(seed=0):
          "attncore": f["dot_top"]},
         {"claim": "“it” with the key of “was”: largest cosine", "source": "= cosine",
          "attncore": f["cosine_top"]},
-        {"claim": "max |diag(p) − p·pᵀ| at p = softmax([60, 0, 0, 0, 0, 0])",
-         "source": "one cell keeps gradient", "attncore": f["jacobian_onehot"]},
+        {"claim": "the chosen cell's entry p₁(1 − p₁) at p = softmax([60, 0, 0, 0, 0, 0])",
+         "source": "one cell keeps gradient", "attncore": f["jacobian_chosen_exact"]},
+        {"claim": "… the same entry computed in float64 as p₁·(1 − p₁)", "source": "",
+         "attncore": f["jacobian_chosen_float64"]},
+        {"claim": "max |diag(p) − p·pᵀ| over the other cells there", "source": "",
+         "attncore": f["jacobian_onehot"]},
         {"claim": "max |diag(p) − p·pᵀ| at the normalisers' six scores", "source": "",
          "attncore": f["jacobian_moderate"]},
         {"claim": "reversed input: max |W_rev − W|", "source": "unchanged (0)",

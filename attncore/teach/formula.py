@@ -54,7 +54,8 @@ def scaling(dks=(2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), samples=300, positio
 # ---- why softmax ----------------------------------------------------------------
 
 
-NORMALISERS = ("softmax", "divide by sum", "clip negatives, divide")
+NORMALISERS = ("softmax", "divide by sum", "clip negatives, divide", "subtract min, divide")
+MIN_EPS = 0.1  # "subtract min, divide": (s − min + ε) / Σ (s − min + ε), so no weight is 0
 
 
 def normalise_one(method: str, x) -> tuple[np.ndarray | None, str]:
@@ -72,44 +73,68 @@ def normalise_one(method: str, x) -> tuple[np.ndarray | None, str]:
         if kept.sum() == 0:
             return None, "undefined: every score is ≤ 0, so nothing is left after clipping"
         return kept / kept.sum(), ""
+    if method == "subtract min, divide":
+        lifted = x - x.min() + MIN_EPS
+        return lifted / lifted.sum(), ""
     raise ValueError(f"method must be one of {NORMALISERS}, got {method!r}")
 
 
-def normalizers(scores=(2.0, 0.5, -1.0, 1.5, -0.5, 0.8), shift=10.0):
-    """Why softmax: of the ways to turn scores into weights, softmax alone gives
-    positive weights that sum to 1 *and* ignore adding a constant to every
-    score (only differences between scores matter).  A method undefined for
-    the scores (dividing by a sum of 0) gives NaN weights and says why."""
+def normalizers(scores=(2.0, 0.5, -1.0, 1.5, -0.5, 0.8), shift=10.0, extra=-5.0):
+    """Why softmax.  Four ways to turn scores into weights, one row each: the
+    weights before and after adding ``shift`` to every score, whether they are
+    all ≥ 0 and sum to 1, whether the shift moved them, and whether the odds
+    of the first two keys (w₁/w₂) move when a seventh key scoring ``extra``
+    joins the row.  Softmax is not alone in the first three: subtracting the
+    minimum, (s − min + ε)/Σ, is positive, sums to 1 and ignores the shift too.
+    What softmax adds is that the odds of two keys, exp(s₁ − s₂), depend on
+    those two scores alone (a key joining the row leaves them be), that it is
+    smooth everywhere (the min and the clip have kinks) with a gradient for
+    every key, and that exp(a + b) = exp(a)·exp(b) turns a new reference point
+    into one factor — the rescale the blockwise kernel and ``merge`` apply.  A
+    method undefined for the scores says why instead of giving NaN weights."""
     s = np.asarray(scores, dtype=np.float64)
+    more = np.append(s, extra)
     rows = []
     for name in NORMALISERS:
         (w, why), (w_shift, why_shift) = normalise_one(name, s), normalise_one(name, s + shift)
+        w_more, why_more = normalise_one(name, more)
+        nan = np.full(len(s), np.nan)
         if why or why_shift:
-            verdict = why or f"{why_shift} (after the shift)"
-            w = np.full(len(s), np.nan) if w is None else w
-            w_shift = np.full(len(s), np.nan) if w_shift is None else w_shift
-        else:
-            changed = bool(np.max(np.abs(w - w_shift)) > 1e-12)
-            negative = bool((w < 0).any())
-            verdict = ("ok" if not (changed or negative) else
-                       ", ".join(v for v, bad in (("negative weights", negative),
-                                                 ("changed by the shift", changed)) if bad))
-        for shifted, weights in ((False, w), (True, w_shift)):
-            rows.append({"method": name, "shifted": shifted, "weights": weights,
-                         "sum": float(weights.sum()), "verdict": verdict})
+            rows.append({"method": name, "weights": nan if w is None else w,
+                         "weights after the shift": nan if w_shift is None else w_shift,
+                         "all ≥ 0": None, "sum": None, "moved by the shift": None,
+                         "odds w1/w2 moved by a 7th key": None,
+                         "verdict": why or f"{why_shift} (after the shift)"})
+            continue
+        negative = bool((w < 0).any())
+        moved = bool(np.max(np.abs(w - w_shift)) > 1e-12)
+        odds = None if why_more or w[1] == 0 or w_more[1] == 0 else bool(
+            abs(w[0] / w[1] - w_more[0] / w_more[1]) > 1e-12 * abs(w[0] / w[1]))
+        zeros = bool((w == 0).any())
+        bad = [v for v, is_bad in (("negative weights", negative),
+                                   ("keys at weight 0 get no gradient", zeros),
+                                   ("moved by the shift", moved),
+                                   ("odds moved by another key", odds)) if is_bad]
+        rows.append({"method": name, "weights": w, "weights after the shift": w_shift,
+                     "all ≥ 0": not negative, "sum": float(w.sum()),
+                     "moved by the shift": moved, "odds w1/w2 moved by a 7th key": odds,
+                     "verdict": ", ".join(bad) if bad else "a weighting, shift-blind, odds kept"})
 
     def draw(ax):
-        width = 0.12
+        width = 0.1
         x = np.arange(len(s))
-        for idx, r in enumerate(rows):
-            ax.bar(x + (idx - len(rows) / 2) * width, r["weights"], width,
-                   label=f"{r['method']}{' +shift' if r['shifted'] else ''}")
+        bars = [(r["method"], r["weights"]) for r in rows] + [
+            (f"{r['method']} +shift", r["weights after the shift"]) for r in rows]
+        for idx, (label, weights) in enumerate(bars):
+            ax.bar(x + (idx - len(bars) / 2) * width, weights, width, label=label,
+                   color=f"C{idx % len(rows)}", hatch="//" if idx >= len(rows) else None)
         ax.set(xlabel="position", ylabel="weight")
         ax.axhline(0, color="k", lw=0.8)
-        ax.legend(fontsize=8, ncol=3)
+        ax.legend(fontsize=8, ncol=2)
 
-    return Result("normalizers", f"why softmax: three normalisers, before and after a +{shift} shift",
-                  rows, {"scores": list(s), "shift": shift}, draw)
+    return Result("normalizers", f"why softmax: four normalisers, before and after a +{shift} "
+                  "shift", rows, {"scores": list(s), "shift": shift, "seventh_key_score": extra,
+                                  "min_epsilon": MIN_EPS}, draw)
 
 
 # ---- one cell's journey ----------------------------------------------------------

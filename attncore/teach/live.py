@@ -9,6 +9,7 @@ called and tested without a browser.
     trace          one cell's journey, from the products to the output row
     causal_row     a causal row: kept and dropped exponentials, the two denominators
     causal_blocks  the blockwise kernel's causal grid, and its own count
+    online_softmax one row's keys in blocks: running max, sum, rescale, merge
     memory         the score table against the KV cache, and measured peaks
     heads          MHA → GQA → MQA: per-head maps and the parameter ledger
     permutation    reordering the words permutes the weights (equivariance)
@@ -310,3 +311,62 @@ def regimes(n_prefill: int = 2048, m_decode: int = 16384, heads: int = 8, d: int
     r = regimes_table(n_prefill=int(n_prefill), m_decode=int(m_decode), heads=int(heads),
                       d=int(d), quick=True)
     return {"rows": r.table(), "facts": r.facts}
+
+
+def online_softmax(query: int = 4, block: int = 2, q: list[float] | None = None,
+                   language: str = "en") -> dict:
+    """The blockwise online softmax on one row of the sentence, block by block,
+    every number from the C core: the row's keys split into blocks of
+    ``block``; per block its scaled scores (``attncore.scores``), its max, and
+    its partial result ``(o, lse)`` from ``attncore.attention(..., return_lse=True)``
+    on that block's keys alone; the running state after it from
+    ``attncore.merge`` of the blocks so far.  From the running ``lse`` and max
+    ``m`` follow the running sum ``l = exp(lse − m)`` (Σ exp(s − m) over the keys
+    seen), the factor ``exp(m_old − m_new)`` that rescales what was accumulated
+    when the max rises, and the unnormalised accumulator ``acc = l · o``
+    (Σ exp(s − m)·v).  After the last block the running output is compared with
+    one kernel call over all keys with ``block_k=block`` (whose own tile count
+    is returned) and with the full softmax row times V.  Then the backward's
+    view: only ``lse`` is kept, and ``exp(s − lse)`` recomputes the weights.
+    ``q`` replaces the asking word's query (4 numbers), as the notebook's "use
+    X's key" buttons do."""
+    query, block = int(query), int(block)
+    if not 0 <= query < 6:
+        raise ValueError(f"query must be a word index 0..5, got {query}")
+    if not 1 <= block <= 6:
+        raise ValueError(f"block must be 1..6 keys, got {block}")
+    if q is None:
+        q = SENTENCE_Q[query]
+    q = np.asarray(q, dtype=np.float64).reshape(1, 4)
+    k = v = SENTENCE_K  # V = K, as in the chapter's small example
+    s = attncore.scores(q, k)[0]
+    words = SENTENCE["zh" if language == "zh" else "en"]
+    steps, o_run, lse_run, m_run = [], None, None, -math.inf
+    for start in range(0, 6, block):
+        keys = slice(start, min(6, start + block))
+        o_b, lse_b = attncore.attention(q, k[keys], v[keys], return_lse=True)
+        if o_run is None:
+            o_run, lse_run = o_b, lse_b
+        else:
+            o_run, lse_run = attncore.merge(o_run, lse_run, o_b, lse_b)
+        m_block = float(s[keys].max())
+        m_old, m_run = m_run, max(m_run, m_block)
+        l_run = math.exp(float(lse_run[0]) - m_run)
+        steps.append({"keys": list(words[keys]), "key_index": list(range(6))[keys],
+                      "scores": s[keys].copy(), "block_max": m_block,
+                      "block_lse": float(lse_b[0]), "block_output": o_b[0].copy(),
+                      "m_before": m_old, "m": m_run,
+                      "rescale": math.exp(m_old - m_run) if steps else None,
+                      "l": l_run, "lse": float(lse_run[0]),
+                      "acc": l_run * o_run[0], "output": o_run[0].copy()})
+    counts = np.zeros(2, np.int64)
+    kernel = _attention(q, k, v, block_k=block, block_counts=counts)[0]
+    weights = attncore.softmax(s)
+    recomputed = np.exp(s - steps[-1]["lse"])  # the backward's P = exp(S − lse)
+    return {"tokens": words, "query": query, "block": block, "scores": s, "steps": steps,
+            "output": steps[-1]["output"], "kernel_output": kernel,
+            "kernel_tiles": int(counts[0]), "softmax_output": weights @ v,
+            "weights": weights, "recomputed_weights": recomputed,
+            "max_diff_vs_kernel": float(np.abs(steps[-1]["output"] - kernel).max()),
+            "max_diff_vs_softmax": float(np.abs(steps[-1]["output"] - weights @ v).max()),
+            "max_diff_recomputed_weights": float(np.abs(recomputed - weights).max())}
