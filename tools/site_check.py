@@ -9,7 +9,7 @@ The site is served from a local HTTP server on 127.0.0.1 (as a reader's browser
 would fetch it), each page is loaded, and after the load the page must have a
 visible <h1>, some text in its article, and no <img> whose naturalWidth is 0.
 --screenshot saves the home page as drawn; --shot PAGE=PNG (repeatable) any
-other page, its top screen.  Needs Playwright (the screenshot
+other page, its top screen, or scrolled to PAGE#anchor.  Needs Playwright (the screenshot
 extra) and Chromium (tools/install-docs-tools.sh).  Exit status 0 when every
 page passes, 1 when one does not, 2 when a tool is missing.
 """
@@ -79,8 +79,11 @@ def check(site: str, chromium: str, screenshot: str | None = None,
                 row = page.evaluate(CHECK)
                 row["page"] = rel
                 rows.append(row)
-                if rel in shots:
-                    page.screenshot(path=shots.pop(rel), full_page=False)
+                for key in [k for k in shots if k.split("#")[0] == rel]:
+                    if "#" in key:  # scrolled to the anchor
+                        page.goto(base + key, wait_until="load", timeout=60_000)
+                        page.wait_for_timeout(300)
+                    page.screenshot(path=shots.pop(key), full_page=False)
             browser.close()
     finally:
         server.shutdown()
