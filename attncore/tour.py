@@ -162,49 +162,76 @@ def _found_family(res, lang):
             f"{(big // small) ** 2}×).{note}")
 
 
+def _decode_compute(rows, f, lang):
+    """What the fastest-computing layout reached against the FMA roof, in words."""
+    top = max(rows, key=lambda r: r["gflops"])
+    share = _pct(top["gflops"] / f["fma_gflops"])
+    if lang == "zh":
+        return (f"；不过实测最快的 {top['kind']} {f['heads']}/{top['kv_heads']} 只到 "
+                f"{top['gflops']:.0f} GFLOP/s，FMA 屋顶的 {share}：解码一步每个头只有一行查询、每个键"
+                f"一次指数，FMA 单元远不如预填充的块用得满")
+    return (f" — though the fastest, {top['kind']} {f['heads']}/{top['kv_heads']}, reached "
+            f"{top['gflops']:.0f} GFLOP/s, {share} of the FMA roof: with one query row per head "
+            f"and an exponential per key, a decode step keeps the FMA units far less busy than a "
+            f"prefill tile")
+
+
 def _found_kv(res, lang):
     rows = res.table()
     f = res.facts
     mha = rows[0]
-    caches = {k[:-6]: v for k, v in f.items() if k.endswith("_bytes") and k.startswith("L")}
-
-    def fits(nbytes):
-        return next((lvl for lvl in ("L2", "L3") if lvl in caches and nbytes <= caches[lvl]),
-                    "DRAM")
-
-    def gbs(r):
-        return r["kv_cache_bytes"] / r["decode_seconds"] / 1e9
-
     parts, parts_zh = [], []
     for r in rows[1:]:
         b = mha["kv_cache_bytes"] / r["kv_cache_bytes"]
-        speed = gbs(r) / gbs(mha)
-        parts.append(f"{r['kind']} {res.facts['heads']}/{r['kv_heads']} decodes "
-                     f"{r['speedup_vs_mha']:.2f}× faster than MHA (rounds "
-                     f"{r['speedup_lowest']:.2f}–{r['speedup_highest']:.2f}) = {b:.0f}× fewer bytes "
-                     f"× {speed:.2f}× the read speed ({gbs(r):.1f} against {gbs(mha):.1f} GB/s; its "
-                     f"{r['kv_cache_bytes'] / 2**20:.0f} MiB cache fits {fits(r['kv_cache_bytes'])})")
-        parts_zh.append(f"{r['kind']} {res.facts['heads']}/{r['kv_heads']} 解码一步比 MHA 快 "
+        parts.append(f"{r['kind']} {f['heads']}/{r['kv_heads']}: {b:.0f}× fewer bytes, "
+                     f"{r['speedup_vs_mha']:.2f}× faster (rounds {r['speedup_lowest']:.2f}–"
+                     f"{r['speedup_highest']:.2f}), intensity {r['intensity']:g} FLOP/byte, "
+                     f"{r['gbs']:.1f} GB/s and {r['gflops']:.0f} GFLOP/s")
+        parts_zh.append(f"{r['kind']} {f['heads']}/{r['kv_heads']}：字节少 {b:.0f} 倍，快 "
                         f"{r['speedup_vs_mha']:.2f} 倍（各轮 {r['speedup_lowest']:.2f}–"
-                        f"{r['speedup_highest']:.2f}）= 字节少 {b:.0f} 倍 × 读速度 {speed:.2f} 倍"
-                        f"（{gbs(r):.1f} 对 {gbs(mha):.1f} GB/s；它的 "
-                        f"{r['kv_cache_bytes'] / 2**20:.0f} MiB 缓存落在 {fits(r['kv_cache_bytes'])}）")
-    cache_txt = ", ".join(f"{k} {v / 2**20:g} MiB" for k, v in caches.items() if k != "L1")
+                        f"{r['speedup_highest']:.2f}），强度 {r['intensity']:g} FLOP/字节，"
+                        f"{r['gbs']:.1f} GB/s、{r['gflops']:.0f} GFLOP/s")
     worst = max(r["max_diff_vs_repeated"] for r in rows[1:])
+    left = [r for r in rows if r["intensity"] < f["ridge_flop_per_byte"]]
+    right = [r for r in rows if r["intensity"] >= f["ridge_flop_per_byte"]]
+
+    def names(rs):
+        return ", ".join(f"{r['kind']} {f['heads']}/{r['kv_heads']}" for r in rs) or "—"
+
+    reached = ", ".join(f"{r['kind']} {f['heads']}/{r['kv_heads']} "
+                        f"{_pct(r['speedup_vs_mha'] * r['kv_cache_bytes'] / mha['kv_cache_bytes'])}"
+                        for r in left[1:]) or "—"
+    slow = left[1:] and all(r["gbs"] < mha["gbs"] for r in left[1:])
+    slower = ", the smaller caches being read more slowly than MHA's" if slow else ""
+    slower_zh = "，因为较小的缓存读得比 MHA 的慢" if slow else ""
+
     if lang == "zh":
-        return (f"这次运行在 m = {f['m']} 个缓存的键上，MHA 的缓存是 "
-                f"{mha['kv_cache_bytes'] / 2**20:.0f} MiB（落在 {fits(mha['kv_cache_bytes'])}；"
-                f"这台机器：{cache_txt}）：{'；'.join(parts_zh)}。所以加速比不是头数之比 "
-                f"{res.facts['heads']}，也不一定正好是字节之比：缓存变小以后如果能放进更快的一级缓存，"
-                f"读的速度也会变，加速比就比字节之比更大；反过来，缓存小到一定程度，固定开销占了上风，"
-                f"加速比就更小。与把共享的头重复成 MHA 相比，输出相差不超过 {worst:.1e}。")
-    return (f"On this run, over m = {f['m']} cached keys, the MHA cache is "
-            f"{mha['kv_cache_bytes'] / 2**20:.0f} MiB (it fits {fits(mha['kv_cache_bytes'])}; this "
-            f"machine: {cache_txt}): {'; '.join(parts)}. So the speed-up is not the head ratio "
-            f"{res.facts['heads']}, and not always the bytes ratio either: when the smaller cache "
-            f"fits a faster level it is also read faster, and the speed-up exceeds the bytes ratio; "
-            f"when it is small enough, fixed costs take over and it falls short. The outputs equal "
-            f"MHA on the shared heads repeated to within {worst:.1e}.")
+        return (f"这次运行在 m = {f['m']} 个缓存的键上：MHA 读 {mha['kv_cache_bytes'] / 2**20:.0f} MiB，"
+                f"{mha['gbs']:.1f} GB/s（读带宽屋顶 {f['read_gbs']:.1f} GB/s，FMA 屋顶 "
+                f"{f['fma_gflops']:.0f} GFLOP/s，脊点 {f['ridge_flop_per_byte']:.1f} FLOP/字节，"
+                f"同一次调用测得）；{'；'.join(parts_zh)}。字节随键值头减少，运算量却不变："
+                f"每个查询头仍要给每个键打分（每头每键 4·d_head 次运算），所以强度随共享增大。"
+                f"在脊点左边（{names(left)}），按屋顶模型一步受带宽限制，加速比最多可达字节之比；"
+                f"这次运行达到了它的 {reached}{slower_zh}。到了右边"
+                f"（{names(right)}）按屋顶模型是运算成了瓶颈，再少的字节也换不来时间"
+                f"{_decode_compute(rows, f, 'zh')}。所以加速比不是头数之比 "
+                f"{f['heads']}，也只在带宽受限时接近字节之比；在另一台机器上，字节之比以外的差别还来自"
+                f"缓存变小后落进了更快的一级缓存。与把共享的头重复成 MHA 相比，输出相差不超过 {worst:.1e}。")
+    return (f"On this run, over m = {f['m']} cached keys: MHA reads "
+            f"{mha['kv_cache_bytes'] / 2**20:.0f} MiB at {mha['gbs']:.1f} GB/s (read roof "
+            f"{f['read_gbs']:.1f} GB/s, FMA roof {f['fma_gflops']:.0f} GFLOP/s, ridge "
+            f"{f['ridge_flop_per_byte']:.1f} FLOP/byte, measured in the same call); "
+            f"{'; '.join(parts)}. The bytes shrink with the key/value heads, the arithmetic does "
+            f"not: every query head still scores every key (4·d_head FLOPs per head and key), so "
+            f"sharing raises the intensity. Left of the ridge ({names(left)}) the roofline has a "
+            f"step bound by bandwidth, so the speed-up could reach the bytes ratio; this run "
+            f"reached {reached} of it{slower}. "
+            f"Right of the ridge ({names(right)}) the "
+            f"roofline says the arithmetic binds, and fewer bytes buy no more time"
+            f"{_decode_compute(rows, f, 'en')}. So the speed-up is not the head "
+            f"ratio {f['heads']}, and near the bytes ratio only while bandwidth binds; on another "
+            f"machine a smaller cache may also land in a faster cache level and be read faster. "
+            f"The outputs equal MHA on the shared heads repeated to within {worst:.1e}.")
 
 
 def _found_memory(res, lang):

@@ -460,8 +460,15 @@ def kv_sharing(heads=32, kv_heads=(32, 8, 4, 1), d_head=128, m=8192, d_model=409
     all share a single one.  Per layer: the parameters of W_K and W_V, the KV
     cache bytes per token (float32), one decode step over ``m`` cached keys
     measured now, and the output checked against MHA on the shared heads
-    repeated (``np.repeat``), which is what sharing means."""
+    repeated (``np.repeat``), which is what sharing means.  The bytes a step
+    reads shrink with the K/V heads; its arithmetic (4·d_head FLOPs per query
+    head and key) does not, so each layout's intensity is beside its time, and
+    the roofs measured in the same call."""
+    from attncore import bench
+
     rng = np.random.default_rng(seed)
+    roofs = bench.measure_roofs(attncore.get_num_threads(), quick=True)
+    flops = 4 * heads * m * d_head
     q = rng.standard_normal((heads, 1, d_head)).astype(np.float32)
     kvs = {kv: (rng.standard_normal((kv, m, d_head)).astype(np.float32),
                 rng.standard_normal((kv, m, d_head)).astype(np.float32)) for kv in kv_heads}
@@ -479,6 +486,9 @@ def kv_sharing(heads=32, kv_heads=(32, 8, 4, 1), d_head=128, m=8192, d_model=409
                      "kv_cache_bytes_per_token": 2 * kv * d_head * 4,
                      "kv_cache_bytes": 2 * kv * d_head * 4 * m,
                      "decode_seconds": _median(times[kv]),
+                     "intensity": flops / (2 * kv * d_head * 4 * m),
+                     "gflops": flops / _median(times[kv]) / 1e9,
+                     "gbs": 2 * kv * d_head * 4 * m / _median(times[kv]) / 1e9,
                      "speedup_vs_mha": speedup, "speedup_lowest": lo, "speedup_highest": hi,
                      "max_diff_vs_repeated": float(np.abs(out - ref).max())})
 
@@ -494,4 +504,7 @@ def kv_sharing(heads=32, kv_heads=(32, 8, 4, 1), d_head=128, m=8192, d_model=409
 
     return Result("kv_sharing", f"MHA → GQA → MQA: {heads} query heads, fewer key/value heads",
                   rows, {"heads": heads, "d_head": d_head, "m": m, "d_model": d_model,
-                         "rounds": ROUNDS, **_caches_fact()}, draw)
+                         "rounds": ROUNDS, "flops": flops, "fma_gflops": roofs["fma_gflops"],
+                         "read_gbs": roofs["read_gbs"],
+                         "ridge_flop_per_byte": roofs["fma_gflops"] / roofs["read_gbs"],
+                         **_caches_fact()}, draw)
