@@ -1,7 +1,8 @@
 """The chapter's own pieces, on the C kernels: the 6-word sentence, the shapes
 of the two products and the softmax, attention as a weighted mean (a convex
 combination through an asymmetric bilinear form), one causal row's
-arithmetic, and where the two sources attncore teaches from go wrong."""
+arithmetic, the blockwise online softmax block by block, and where the two
+sources attncore teaches from go wrong."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Experiments on what attention costs, measured on this machine with the one
-timer of attncore.bench.timing: memory (why n²), the causal mask's skipped
-blocks (counted by the kernel), naive against blockwise, the two regimes on
-the roofline, and the family of variants."""
+timer of attncore.bench.timing (medians of paired, interleaved rounds, with
+their spread): memory (why n²), the causal mask's skipped blocks (counted by
+the kernel), naive against blockwise, the bytes each moves, the two regimes on
+the roofline, decode as a process, the family of variants, and MHA → GQA → MQA."""
 
 from __future__ import annotations
 
@@ -29,11 +30,20 @@ def _rounds(fns: dict, rounds: int = ROUNDS) -> dict:
     return rounds_of(fns, min_time=0.0, min_rounds=rounds, max_rounds=rounds)
 
 
-def _caches_fact() -> dict:
-    """This machine's data caches, as facts: {"L2_bytes": ..., "L3_bytes": ...}."""
+def _caches_fact(caches: dict | None = None) -> dict:
+    """This machine's data caches (``cache_sizes()`` unless given), as facts:
+    {"L1_bytes": ..., "L2_bytes": ..., "L3_bytes": ...}."""
     from attncore.bench.roofs import cache_sizes
 
-    return {f"{level}_bytes": size for level, size in cache_sizes().items()}
+    return {f"{level}_bytes": size
+            for level, size in (cache_sizes() if caches is None else caches).items()}
+
+
+def _legend_of_both(ax, twin, **kw) -> None:
+    """One legend for a plot and its twin axis."""
+    lines, labels = ax.get_legend_handles_labels()
+    more, more_labels = twin.get_legend_handles_labels()
+    ax.legend(lines + more, labels + more_labels, **kw)
 
 
 def _median(xs) -> float:
@@ -194,9 +204,7 @@ def crossover(ns=(64, 128, 256, 512, 1024, 2048, 4096), d=64, heads=4, seed=0):
                  label="peak bytes, blockwise")
         mem.set_yscale("log")
         mem.set_ylabel("peak bytes (dotted)")
-        lines = ax.get_legend_handles_labels()
-        more = mem.get_legend_handles_labels()
-        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=9, loc="upper left")
+        _legend_of_both(ax, mem, fontsize=9, loc="upper left")
 
     return Result("crossover", "naive vs blockwise on this machine", rows,
                   {"heads": heads, "d": d, "rounds": ROUNDS}, draw)
@@ -259,7 +267,7 @@ def traffic(ns=(512, 1024, 2048, 4096, 8192, 16384), d=64, seed=0, quick=False):
              "blockwise_intensity_flop_per_byte": bq / 2,
              "naive_intensity_flop_per_byte": d / 4,
              "gpu": GPU_PUBLISHED["name"], "gpu_ridge_flop_per_byte": gpu_ridge,
-             **{f"{lvl}_bytes": size for lvl, size in caches.items()}}
+             **_caches_fact(caches)}
 
     def draw(ax):
         n = [r["n"] for r in rows]
@@ -281,9 +289,7 @@ def traffic(ns=(512, 1024, 2048, 4096, 8192, 16384), d=64, seed=0, quick=False):
                     label="measured: naive time ÷ blockwise time")
         tw.axhline(1, color="C2", lw=0.8)
         tw.set_ylabel("naive time ÷ blockwise time (green)")
-        lines = ax.get_legend_handles_labels()
-        more = tw.get_legend_handles_labels()
-        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper left")
+        _legend_of_both(ax, tw, fontsize=8, loc="upper left")
 
     return Result("traffic", "bytes moved: the naive table against blockwise tiles", rows,
                   facts, draw)
