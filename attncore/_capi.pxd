@@ -21,6 +21,8 @@ cdef extern from "attncore.h" nogil:
         int causal
         int64_t window
         const int64_t *key_lengths
+        const int64_t *q_offset
+        const int64_t *k_offset
         const uint8_t *mask
         int64_t mask_stride[4]
         const int64_t *mask_batch

@@ -81,17 +81,27 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
     """vis: attncore._validate.Visibility (its arrays stay alive with it)."""
     cdef ac_attn_args a
     cdef const int64_t[::1] kl
+    cdef const int64_t[::1] qo
+    cdef const int64_t[::1] ko
     cdef const uint8_t[:, :, :, :] mk
     cdef const int64_t[::1] mo
     a.causal = vis.causal
     a.window = vis.window
     a.key_lengths = NULL
+    a.q_offset = NULL
+    a.k_offset = NULL
     a.mask = NULL
     a.mask_batch = NULL
     a.mask_stride[0] = a.mask_stride[1] = a.mask_stride[2] = a.mask_stride[3] = 0
     if vis.key_lengths is not None and vis.key_lengths.shape[0] > 0:
         kl = vis.key_lengths
         a.key_lengths = &kl[0]
+    if vis.q_offset is not None and vis.q_offset.shape[0] > 0:
+        qo = vis.q_offset
+        a.q_offset = &qo[0]
+    if vis.k_offset is not None and vis.k_offset.shape[0] > 0:
+        ko = vis.k_offset
+        a.k_offset = &ko[0]
     if vis.mask is not None and vis.mask.size > 0:
         # (B, H, n, m) view with its batch stride unused; each batch's plane
         # at its own offset (vis keeps both alive)

@@ -17,7 +17,8 @@ __all__ = ["attention_backward", "linear_attention", "multi_head_attention"]
 def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike, lse: ArrayLike,
                        dout: ArrayLike, *, causal: bool = False, scale: float | None = None,
                        window: int | None = None, mask: ArrayLike | None = None,
-                       key_lengths: ArrayLike | None = None,
+                       key_lengths: ArrayLike | None = None, q_offset: ArrayLike | None = None,
+                       k_offset: ArrayLike | None = None,
                        method: str = "flash") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients of ``out = attention(q, k, v, ...)``: returns ``(dq, dk, dv)``,
     the shapes and dtypes of q, k, v, given ``out`` and ``lse`` from the
@@ -40,7 +41,7 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     """
     method, p, vis, arrays = validate.backward_args(
         q, k, v, out, lse, dout, causal=causal, scale=scale, window=window, mask=mask,
-        key_lengths=key_lengths, method=method)
+        key_lengths=key_lengths, method=method, q_offset=q_offset, k_offset=k_offset)
     B, H, Hkv, n, m, dk, dv = p.shape
     if method == "naive":
         validate.check_table(2 * n * m + n * m, p.dtype.itemsize,

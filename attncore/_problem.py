@@ -241,30 +241,46 @@ class Visibility:
     mask: np.ndarray | None  # that broadcast view (0 strides where it broadcasts)
     mask4: np.ndarray | None = None  # (B, H, n, m) view of it for the core, batch stride 0...
     mask_offsets: np.ndarray | None = None  # ...and each batch's plane at these byte offsets
+    q_offset: np.ndarray | None = None  # (B,) int64: query i at position q_offset + i
+    k_offset: np.ndarray | None = None  # (B,) int64: key j at position k_offset + j
 
     def full_mask(self, shape) -> np.ndarray:
         """The mask as a (B, H, n, m) boolean array (the reference's use: it copies)."""
         return np.asarray(self.mask, dtype=bool).reshape(shape)
 
 
+def _per_batch_ints(x, name: str, batch: tuple, lo: int, hi: int, bounds: str) -> np.ndarray:
+    """Integers, one per batch (broadcast to the batch shape), within [lo, hi]:
+    int64, flat, as the core reads them."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
+    try:
+        a = np.broadcast_to(a, batch)
+    except ValueError:
+        raise ValueError(f"{name} must have the batch shape {batch} (or broadcast to it), got "
+                         f"shape {a.shape}") from None
+    if a.size and (int(a.min()) < lo or int(a.max()) > hi):
+        raise ValueError(f"{name} must lie in {bounds}, got values from {a.min()} to {a.max()}")
+    return fast_layout(np.ascontiguousarray(a, dtype=np.int64)).reshape(-1)
+
+
 def check_key_lengths(key_lengths, batch: tuple, m: int) -> np.ndarray:
     """key_lengths checked against the batch shape and m: int64, one per batch, flat."""
-    kl = np.asarray(key_lengths)
-    if kl.dtype.kind not in "iu":
-        raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
-    try:
-        kl = np.broadcast_to(kl, batch)
-    except ValueError:
-        raise ValueError(f"key_lengths must have the batch shape {batch}, got shape "
-                         f"{kl.shape}") from None
-    if kl.size and (kl.min() < 0 or kl.max() > m):
-        raise ValueError(f"key_lengths must lie in [0, m={m}], got values from {kl.min()} "
-                         f"to {kl.max()}")
-    return fast_layout(np.ascontiguousarray(kl, dtype=np.int64)).reshape(-1)
+    return _per_batch_ints(key_lengths, "key_lengths", batch, 0, m, f"[0, m={m}]")
 
 
-def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> Visibility:
-    """Check causal / window / mask / key_lengths against the problem."""
+MAX_POSITION = 2**60  # |q_offset|, |k_offset| (the C core's AC_MAX_POSITION)
+
+
+def check_offset(offset, name: str, batch: tuple) -> np.ndarray:
+    """A q_offset / k_offset: integers, one per batch (broadcast), |x| ≤ 2**60; int64, flat."""
+    return _per_batch_ints(offset, name, batch, -MAX_POSITION, MAX_POSITION, "[-2**60, 2**60]")
+
+
+def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None, q_offset=None,
+               k_offset=None) -> Visibility:
+    """Check causal / window / mask / key_lengths / q_offset / k_offset against the problem."""
     B, H, Hkv, n, m, *_ = p.shape
     causal = bool(causal)
     w = 0
@@ -274,8 +290,15 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
             raise ValueError("window needs causal=True: it is the band of w keys ending at "
                              "the causal diagonal")
     kl = None if key_lengths is None else check_key_lengths(key_lengths, p.batch, m)
+    if (q_offset is not None or k_offset is not None) and not causal:
+        raise ValueError("q_offset and k_offset need causal=True: they place the queries and "
+                         "keys for the causal and window rules, which are all they change")
+    offsets = {"q_offset": None if q_offset is None else check_offset(q_offset, "q_offset",
+                                                                       p.batch),
+               "k_offset": None if k_offset is None else check_offset(k_offset, "k_offset",
+                                                                       p.batch)}
     if mask is None:
-        return Visibility(causal, w, kl, None)
+        return Visibility(causal, w, kl, None, **offsets)
     mk = np.asarray(mask)
     if mk.dtype != np.bool_:
         raise TypeError(f"mask must be a boolean array (True = may attend), got dtype {mk.dtype}")
@@ -284,7 +307,7 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
         mk = np.broadcast_to(mk.view(np.uint8), full)
     except ValueError:
         raise ValueError(f"mask of shape {mk.shape} does not broadcast to {full}") from None
-    return Visibility(causal, w, kl, mk, *_mask_for_core(mk, p.batch, H, n, m))
+    return Visibility(causal, w, kl, mk, *_mask_for_core(mk, p.batch, H, n, m), **offsets)
 
 
 def _mask_for_core(mk: np.ndarray, batch: tuple, H: int, n: int, m: int):

@@ -32,9 +32,14 @@ def _visible(p: validate.Problem, vis: validate.Visibility) -> np.ndarray:
     j = np.arange(m)[None, None, None, :]
     seen = np.broadcast_to(j < mb, (B, H, n, m))
     if vis.causal:
-        seen = seen & (j <= i + (mb - n))  # bottom-right aligned
+        # positions: query i at q_offset + i (default m_b - n: bottom-right), key j at k_offset + j
+        qo = vis.q_offset if vis.q_offset is not None else ms - n
+        ko = vis.k_offset if vis.k_offset is not None else np.zeros(B, np.int64)
+        qpos = qo[:, None, None, None] + i
+        kpos = ko[:, None, None, None] + j
+        seen = seen & (kpos <= qpos)
         if vis.window:
-            seen = seen & (j > i + (mb - n) - vis.window)
+            seen = seen & (kpos > qpos - vis.window)
     if vis.mask is not None:
         seen = seen & vis.full_mask((B, H, n, m))
     return seen
@@ -76,10 +81,12 @@ def _weighted_sum(w: np.ndarray, v: np.ndarray, visible: np.ndarray) -> np.ndarr
 
 def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bool = False,
            mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
-           window: int | None = None) -> np.ndarray:
+           window: int | None = None, q_offset: ArrayLike | None = None,
+           k_offset: ArrayLike | None = None) -> np.ndarray:
     """Reference for :func:`attncore.scores`."""
     p, vis = validate.scores_args(q, k, scale=scale, causal=causal, mask=mask,
-                                  key_lengths=key_lengths, window=window)
+                                  key_lengths=key_lengths, window=window, q_offset=q_offset,
+                                  k_offset=k_offset)
     B, H, Hkv, n, m, *_ = p.shape
     return _scores4(p, vis).reshape(p.lead + (n, m))
 
@@ -101,7 +108,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[False] = ...,
               return_weights: Literal[False] = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> np.ndarray: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...) -> np.ndarray: ...
 
 
 @overload
@@ -110,7 +119,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[True],
               return_weights: Literal[False] = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -119,7 +130,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[False] = ...,
               return_weights: Literal[True],
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -128,7 +141,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[True],
               return_weights: Literal[True],
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -137,7 +152,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: bool = ...,
               return_weights: bool = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(
@@ -155,12 +172,15 @@ def attention(
     mask: ArrayLike | None = None,
     key_lengths: ArrayLike | None = None,
     window: int | None = None,
+    q_offset: ArrayLike | None = None,
+    k_offset: ArrayLike | None = None,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Reference for :func:`attncore.attention` (``method`` and block sizes are
     validated, then ignored: the reference always materialises)."""
     method, p, vis, _, _ = validate.attention_args(
         q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
-        return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window)
+        return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window,
+        q_offset=q_offset, k_offset=k_offset)
     B, H, Hkv, n, m, dk, dv = p.shape
     w, lse = _softmax_last(_scores4(p, vis))
     v4 = validate.kv_values(p.v, p.dtype)
@@ -177,13 +197,14 @@ def attention(
 def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = False,
                     scale: float | None = None, mask: ArrayLike | None = None,
                     key_lengths: ArrayLike | None = None, window: int | None = None,
+                    q_offset: ArrayLike | None = None, k_offset: ArrayLike | None = None,
                     return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
     """Reference for :func:`attncore.plain_attention`: its checks (float16
     refused), then :func:`attention`."""
     validate.plain_args(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
-                        window=window)
+                        window=window, q_offset=q_offset, k_offset=k_offset)
     return attention(q, k, v, causal=causal, scale=scale, mask=mask, key_lengths=key_lengths,
-                     window=window, return_lse=return_lse)
+                     window=window, q_offset=q_offset, k_offset=k_offset, return_lse=return_lse)
 
 
 def merge(o_a: ArrayLike, lse_a: ArrayLike, o_b: ArrayLike, lse_b: ArrayLike,
@@ -244,7 +265,8 @@ def multi_head_attention(x: ArrayLike, w_q: ArrayLike, w_k: ArrayLike, w_v: Arra
 def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike, lse: ArrayLike,
                        dout: ArrayLike, *, causal: bool = False, scale: float | None = None,
                        window: int | None = None, mask: ArrayLike | None = None,
-                       key_lengths: ArrayLike | None = None,
+                       key_lengths: ArrayLike | None = None, q_offset: ArrayLike | None = None,
+                       k_offset: ArrayLike | None = None,
                        method: str = "flash") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reference for :func:`attncore.attention_backward`: the gradients of
     ``out = softmax(q·kᵀ·scale)·v`` written out on the materialised table.
@@ -254,7 +276,8 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     for GQA the dK and dV of a kv head are summed over its query heads."""
     _, p, vis, arrays = validate.backward_args(q, k, v, out, lse, dout, causal=causal, scale=scale,
                                                window=window, mask=mask, key_lengths=key_lengths,
-                                               method=method)
+                                               method=method, q_offset=q_offset,
+                                               k_offset=k_offset)
     B, H, Hkv, n, m, dk, dv = p.shape
     g = H // Hkv if Hkv else 1
     o4, do4, lse4 = arrays["out"], arrays["dout"], arrays["lse"]

@@ -51,6 +51,12 @@ typedef struct {
     int causal;                     /* bottom-right aligned causal mask */
     int64_t window;                 /* > 0 (with causal): keys i+(m-n)-window < j <= i+(m-n) */
     const int64_t *key_lengths;     /* (batch): keys j >= key_lengths[b] hidden; or NULL */
+    const int64_t *q_offset;        /* (batch): query i sits at position q_offset[b] + i; or
+                                       NULL = m_b - n, bottom-right (m_b: batch b's keys) */
+    const int64_t *k_offset;        /* (batch): key j sits at position k_offset[b] + j; or
+                                       NULL = 0.  The causal and window rules compare these
+                                       positions: key visible iff kpos <= qpos (and
+                                       kpos > qpos - window) */
     const uint8_t *mask;            /* boolean (batch, head, n, m) view, 1 = may attend; or NULL */
     int64_t mask_stride[4];         /* its strides in bytes (0 where it broadcasts) */
     const int64_t *mask_batch;      /* NULL, or (batch) byte offsets of each batch's plane from
@@ -71,6 +77,7 @@ typedef struct {
 } ac_attn_args;
 
 #define AC_POLL_SECONDS 0.02
+#define AC_MAX_POSITION ((int64_t)1 << 60) /* |q_offset|, |k_offset| at most this */
 
 /* Blockwise online-softmax attention (FlashAttention-2 order). O(n·d) memory.
  * With few query rows (decode) it splits the keys instead (split_kv). */

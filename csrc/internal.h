@@ -280,11 +280,16 @@ static inline int ac_muladd(int64_t a, int64_t b, int64_t c, int64_t *r) {
 }
 
 /* ---- which keys a row sees ---------------------------------------------
+ * The one definition of visibility, which every kernel uses.
  * For one (batch, head): row i sees the keys [lo(i), hi(i)) that the boolean
- * mask also allows.  hi and lo never decrease with i, which is what lets the
+ * mask also allows.  Causal compares positions: row i at q_offset + i, key j
+ * at k_offset + j (bottom-right aligned by default), so a block of queries
+ * and a block of keys from anywhere in a sequence get the band right.  hi and lo never decrease with i, which is what lets the
  * blockwise kernel skip whole blocks outside the band. */
 typedef struct {
     int64_t n, m;             /* query rows; keys in play (key_lengths applied) */
+    int64_t delta;            /* query position - key position at i = j = 0: row i sees
+                                 keys j <= i + delta (bottom-right by default: m - n) */
     int causal;
     int64_t window;           /* 0: none */
     const uint8_t *mask;      /* (n, m) view for this (batch, head), or NULL */
@@ -303,6 +308,7 @@ static inline void ac_vis_init(ac_vis *v, const ac_attn_args *a, int64_t b, int6
         int64_t len = a->key_lengths[b];
         v->m = len < 0 ? 0 : (len < a->m ? len : a->m);
     }
+    v->delta = (a->q_offset ? a->q_offset[b] : v->m - v->n) - (a->k_offset ? a->k_offset[b] : 0);
     v->causal = a->causal;
     v->window = a->causal ? a->window : 0;
     v->mask = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1] : NULL;
@@ -312,13 +318,13 @@ static inline void ac_vis_init(ac_vis *v, const ac_attn_args *a, int64_t b, int6
 
 static inline int64_t ac_vis_hi(const ac_vis *v, int64_t i) {
     if (!v->causal) return v->m;
-    int64_t e = i + 1 + (v->m - v->n);
+    int64_t e = i + 1 + v->delta;
     return e < 0 ? 0 : (e > v->m ? v->m : e);
 }
 
 static inline int64_t ac_vis_lo(const ac_vis *v, int64_t i) {
     if (v->window <= 0) return 0;
-    int64_t lo = i + 1 + (v->m - v->n) - v->window, hi = ac_vis_hi(v, i);
+    int64_t lo = i + 1 + v->delta - v->window, hi = ac_vis_hi(v, i);
     return lo < 0 ? 0 : (lo > hi ? hi : lo);
 }
 

@@ -20,9 +20,11 @@
  *   pass 3: exp, sum p_j = exp(s_j - mx), l = Σ p_j
  *   pass 4: output   out_i = Σ_j (p_j / l) · v_j, lse_i = mx + log l
  *
- * Which keys row i sees: causal is bottom-right aligned, key j <= i + (m - n),
- * and it is the loop's upper bound (hi), not a branch; a window of w keys
- * moves the lower bound (lo); key_lengths shorten m per batch; a boolean
+ * Which keys row i sees (ac_vis in internal.h, shared by every kernel): causal
+ * compares positions, key j <= i + (m - n) by default (bottom-right aligned;
+ * q_offset and k_offset place both anywhere), and it is the loop's upper
+ * bound (hi), not a branch; a window of w keys moves the lower bound (lo);
+ * key_lengths shorten m per batch; a boolean
  * mask skips single keys.  A row that sees no key gives 0 and lse = -inf
  * (never 0/0 = NaN), and a masked key never reaches a row, even if its
  * value is inf or NaN; a visible key's value always does, even at weight 0.
@@ -50,10 +52,11 @@ int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const fl
     ac_stop stop;
     ac_stop_init(&stop, a);
     for (int64_t b = 0; b < B; b++) {
-        /* keys [0, m) are real; with key_lengths the rest is padding */
-        int64_t m = a->key_lengths ? a->key_lengths[b] : a->m;
-        m = m < 0 ? 0 : (m > a->m ? a->m : m);
         for (int64_t h = 0; h < H; h++) {
+            /* which keys each row sees (internal.h, the one definition every kernel
+             * uses): keys [0, vis.m) are real (key_lengths), and row i sees [lo, hi) */
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
             const float *qh = q + b * a->q_stride[0] + h * a->q_stride[1];           /* (n, dk) */
             const float *kh = k + b * a->k_stride[0] + h / group * a->k_stride[1];   /* (m, dk) */
             const float *vh = v + b * a->v_stride[0] + h / group * a->v_stride[1];   /* (m, dv) */
@@ -65,10 +68,7 @@ int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const fl
                 const float *qi = qh + i * a->q_stride[2]; /* (dk) */
                 float *oi = oh + i * dv;                   /* (dv) */
                 /* the keys row i sees: [lo, hi) */
-                int64_t hi = a->causal ? i + 1 + (m - n) : m;
-                hi = hi < 0 ? 0 : (hi > m ? m : hi);
-                int64_t lo = a->causal && a->window > 0 ? i + 1 + (m - n) - a->window : 0;
-                lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
+                const int64_t hi = ac_vis_hi(&vis, i), lo = ac_vis_lo(&vis, i);
 
                 /* pass 1: the scores, and pass 2: their max */
                 float mx = -INFINITY;
@@ -122,10 +122,11 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
     ac_stop stop;
     ac_stop_init(&stop, a);
     for (int64_t b = 0; b < B; b++) {
-        /* keys [0, m) are real; with key_lengths the rest is padding */
-        int64_t m = a->key_lengths ? a->key_lengths[b] : a->m;
-        m = m < 0 ? 0 : (m > a->m ? a->m : m);
         for (int64_t h = 0; h < H; h++) {
+            /* which keys each row sees (internal.h, the one definition every kernel
+             * uses): keys [0, vis.m) are real (key_lengths), and row i sees [lo, hi) */
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
             const double *qh = q + b * a->q_stride[0] + h * a->q_stride[1];          /* (n, dk) */
             const double *kh = k + b * a->k_stride[0] + h / group * a->k_stride[1];  /* (m, dk) */
             const double *vh = v + b * a->v_stride[0] + h / group * a->v_stride[1];  /* (m, dv) */
@@ -137,10 +138,7 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
                 const double *qi = qh + i * a->q_stride[2]; /* (dk) */
                 double *oi = oh + i * dv;                   /* (dv) */
                 /* the keys row i sees: [lo, hi) */
-                int64_t hi = a->causal ? i + 1 + (m - n) : m;
-                hi = hi < 0 ? 0 : (hi > m ? m : hi);
-                int64_t lo = a->causal && a->window > 0 ? i + 1 + (m - n) - a->window : 0;
-                lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
+                const int64_t hi = ac_vis_hi(&vis, i), lo = ac_vis_lo(&vis, i);
 
                 /* pass 1: the scores, and pass 2: their max */
                 double mx = -INFINITY;
