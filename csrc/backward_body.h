@@ -150,8 +150,8 @@ static void dq_block(const ac_kernels *kern, const ac_attn_args *a, const bwd_pl
     const real *dob = plan->dout + r0 * dim_v; /* (rows, dv) */
     real *dqb = dq + r0 * dim_k;               /* (rows, dk) */
     const real *kh = kv_head(plan->k, a->k_stride, b, hk);
-    const int64_t kv_begin = ac_vis_lo(&vis, i0) / bk * bk;
-    const int64_t kv_end = ac_vis_hi(&vis, i0 + rows - 1);
+    int64_t kv_begin, kv_end;
+    ac_vis_keys(&vis, i0, rows, bk, &kv_begin, &kv_end);
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
         const int64_t cols = m - j0 < bk ? m - j0 : bk;

@@ -70,7 +70,8 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
     const real scale = (real)a->scale;
     /* the band of keys any row of the block sees: blocks outside it are
      * never visited (above the causal diagonal, below the window, padding) */
-    const int64_t kv_begin = ac_vis_lo(vis, i0) / bk * bk, kv_end = ac_vis_hi(vis, i0 + rows - 1);
+    int64_t kv_begin, kv_end;
+    ac_vis_keys(vis, i0, rows, bk, &kv_begin, &kv_end);
     flash_counts counts = {0, 0};
 
     online_start(rows, w->mi, w->li, t->out, dv);

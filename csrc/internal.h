@@ -328,6 +328,16 @@ static inline int64_t ac_vis_lo(const ac_vis *v, int64_t i) {
     return lo < 0 ? 0 : (lo > hi ? hi : lo);
 }
 
+/* The keys rows [i0, i0+rows) visit blockwise: [*begin, *end), begin on a
+ * block boundary.  Empty when no row sees a key (a window that ends before
+ * the keys do, say): rounding lo down must not bring such rows a tile. */
+static inline void ac_vis_keys(const ac_vis *v, int64_t i0, int64_t rows, int64_t bk,
+                               int64_t *begin, int64_t *end) {
+    const int64_t lo = ac_vis_lo(v, i0), hi = ac_vis_hi(v, i0 + rows - 1);
+    *begin = lo / bk * bk;
+    *end = hi > lo ? hi : *begin;
+}
+
 /* Rows [i0, i0+rows) see every key of [j0, j0+cols): nothing to mask. */
 static inline int ac_vis_clear(const ac_vis *v, int64_t i0, int64_t rows, int64_t j0,
                                int64_t cols) {

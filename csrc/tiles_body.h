@@ -211,8 +211,9 @@ static inline int64_t band_blocks(const ac_attn_args *a, int64_t bk, int64_t *kb
     for (int64_t b = 0; b < a->batch; b++) {
         ac_vis vis;
         ac_vis_init(&vis, a, b, 0); /* the band is the same for every head */
-        const int64_t lo = ac_vis_lo(&vis, 0), hi = ac_vis_hi(&vis, a->n - 1);
-        const int64_t first = lo / bk, end = hi > lo ? (hi + bk - 1) / bk : first;
+        int64_t lo, hi;
+        ac_vis_keys(&vis, 0, a->n, bk, &lo, &hi);
+        const int64_t first = lo / bk, end = (hi + bk - 1) / bk;
         if (kb0) {
             kb0[b] = first;
             kb1[b] = end;

@@ -80,6 +80,25 @@ def test_a_row_that_sees_no_key_is_zero_with_lse_minus_inf(isa, rng):
                                                    k_offset=12), 1e-14)
 
 
+def test_queries_past_every_keys_window_visit_no_tile(isa, rng):
+    """Rows whose window ends before the keys' last position see nothing; the
+    blockwise kernels must not round such a band down into a tile of K (the
+    sanitizer run reads past the packed band otherwise)."""
+    q, k, v = qkv(rng, B=(2,), H=2, n=40, m=21, dk=8, dtype=np.float64)
+    kw = dict(causal=True, window=3, q_offset=np.array([500, 21]), k_offset=0)
+    want, want_lse = attncore.reference.attention(q, k, v, return_lse=True, **kw)
+    assert np.all(np.isneginf(want_lse[0])) and not np.all(np.isneginf(want_lse[1]))
+    for bq, bk in ((None, None), (8, 8), (16, 5)):
+        out, lse = attncore.attention(q, k, v, block_q=bq, block_k=bk, return_lse=True, **kw)
+        assert_close(out, want, 1e-13)
+        assert_close(lse, want_lse, 1e-12)
+    dout = rng.standard_normal(want.shape)
+    grads = attncore.attention_backward(q, k, v, want, want_lse, dout, **kw)
+    for g, w in zip(grads, attncore.reference.attention_backward(q, k, v, want, want_lse, dout,
+                                                                  **kw)):
+        assert_close(g, w, 1e-12)
+
+
 def test_backward_with_offsets(isa, rng):
     q, k, v = qkv(rng, B=(2,), H=4, Hkv=2, n=50, m=70, dk=8, dtype=np.float64)
     kw = dict(causal=True, window=30, q_offset=np.array([40, 90]), k_offset=np.array([10, 60]))
