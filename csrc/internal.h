@@ -38,12 +38,16 @@
  *         store of the tile.
  * rowmax: the NaN-propagating max of x[0..n), -inf for n == 0.
  * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
+ * softcap: x[i] = cap·tanh(x[i] / cap) in place (cap > 0).
+ * alibi:  x[i] -= slope·|dist - i| in place (ALiBi, dist the distance at i = 0).
  */
 typedef struct {
     void (*qk)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *kp,
                int64_t pbk, float scale, float *s, int64_t lds, float *rmax);
     float (*rowmax)(const float *x, int64_t n);
     float (*expsum)(float *x, int64_t n, float shift);
+    void (*softcap)(float *x, int64_t n, float cap);
+    void (*alibi)(float *x, int64_t n, float dist, float slope);
 } ac_ops_f32;
 
 typedef struct {
@@ -52,6 +56,8 @@ typedef struct {
                double *rmax);
     double (*rowmax)(const double *x, int64_t n);
     double (*expsum)(double *x, int64_t n, double shift);
+    void (*softcap)(double *x, int64_t n, double cap);
+    void (*alibi)(double *x, int64_t n, double dist, double slope);
 } ac_ops_f64;
 
 /* pack:   kp = a K block (bk, d) in the layout qk reads (Kᵀ for the SIMD
@@ -112,8 +118,10 @@ typedef struct {
  * <kernel>_<isa>_<type>, as every kern_*.c does: AC_KERNEL_SETS(avx2) fills
  * .f32 with qk_avx2_f32, rowmax_avx2_f32, expsum_avx2_f32, and so on. */
 #define AC_KERNEL_SETS(isa)                                                                 \
-    .f32 = {.qk = qk_##isa##_f32, .rowmax = rowmax_##isa##_f32, .expsum = expsum_##isa##_f32}, \
-    .f64 = {.qk = qk_##isa##_f64, .rowmax = rowmax_##isa##_f64, .expsum = expsum_##isa##_f64}, \
+    .f32 = {.qk = qk_##isa##_f32, .rowmax = rowmax_##isa##_f32, .expsum = expsum_##isa##_f32,   \
+            .softcap = softcap_##isa##_f32, .alibi = alibi_##isa##_f32},                    \
+    .f64 = {.qk = qk_##isa##_f64, .rowmax = rowmax_##isa##_f64, .expsum = expsum_##isa##_f64,   \
+            .softcap = softcap_##isa##_f64, .alibi = alibi_##isa##_f64},                    \
     .kv_f32 = {.pack = pack_##isa##_f32, .qkd = qkd_##isa##_f32, .pv = pv_##isa##_f32},       \
     .kv_f64 = {.pack = pack_##isa##_f64, .qkd = qkd_##isa##_f64, .pv = pv_##isa##_f64},       \
     .kv_f16 = {.pack = pack_##isa##_f16, .qkd = qkd_##isa##_f16, .pv = pv_##isa##_f16},       \
@@ -284,8 +292,10 @@ static inline int ac_muladd(int64_t a, int64_t b, int64_t c, int64_t *r) {
  * For one (batch, head): row i sees the keys [lo(i), hi(i)) that the boolean
  * mask also allows.  Causal compares positions: row i at q_offset + i, key j
  * at k_offset + j (bottom-right aligned by default), so a block of queries
- * and a block of keys from anywhere in a sequence get the band right.  hi and lo never decrease with i, which is what lets the
- * blockwise kernel skip whole blocks outside the band. */
+ * and a block of keys from anywhere in a sequence get the band right.  hi
+ * and lo never decrease with i, which is what lets the blockwise kernel skip
+ * whole blocks outside the band.  An additive bias of -inf hides a key too,
+ * as the mask does (pv_tile, plain.c), though the band does not know it. */
 typedef struct {
     int64_t n, m;             /* query rows; keys in play (key_lengths applied) */
     int64_t delta;            /* query position - key position at i = j = 0: row i sees
@@ -294,6 +304,14 @@ typedef struct {
     int64_t window;           /* 0: none */
     const uint8_t *mask;      /* (n, m) view for this (batch, head), or NULL */
     int64_t mask_rs, mask_cs; /* its strides in bytes */
+    /* The score modifiers (attncore.h) from head h on: decode stacks the rows
+     * of several heads, which step through them by the head strides. */
+    const void *bias;         /* the bias array, or NULL; head h's plane at bias_off */
+    int64_t bias_off, bias_hs, bias_rs, bias_cs; /* elements */
+    const double *alibi;      /* slopes, from head h on, or NULL */
+    const double *sinks;      /* sink logits, from head h on, or NULL */
+    double softcap;           /* 0: none */
+    int mods;                 /* bias, alibi or softcap: the scores go through modify_tile */
 } ac_vis;
 
 /* Where batch b's mask starts (the mask must not be NULL). */
@@ -314,6 +332,15 @@ static inline void ac_vis_init(ac_vis *v, const ac_attn_args *a, int64_t b, int6
     v->mask = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1] : NULL;
     v->mask_rs = a->mask_stride[2];
     v->mask_cs = a->mask_stride[3];
+    v->bias = a->bias;
+    v->bias_off = a->bias ? a->bias_batch[b] + h * a->bias_stride[0] : 0;
+    v->bias_hs = a->bias_stride[0];
+    v->bias_rs = a->bias_stride[1];
+    v->bias_cs = a->bias_stride[2];
+    v->alibi = a->alibi ? a->alibi + h : NULL;
+    v->sinks = a->sinks ? a->sinks + h : NULL;
+    v->softcap = a->softcap;
+    v->mods = a->bias || a->alibi || a->softcap > 0;
 }
 
 static inline int64_t ac_vis_hi(const ac_vis *v, int64_t i) {

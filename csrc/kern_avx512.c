@@ -46,6 +46,7 @@
 #define V_ZERO _mm512_setzero_ps
 #define V_FMA _mm512_fmadd_ps
 #define V_MUL _mm512_mul_ps
+#define V_DIV _mm512_div_ps
 #define V_ADD _mm512_add_ps
 #define V_SUB _mm512_sub_ps
 #define V_MAX _mm512_max_ps
@@ -109,6 +110,7 @@
 #define V_ZERO _mm512_setzero_pd
 #define V_FMA _mm512_fmadd_pd
 #define V_MUL _mm512_mul_pd
+#define V_DIV _mm512_div_pd
 #define V_ADD _mm512_add_pd
 #define V_SUB _mm512_sub_pd
 #define V_MAX _mm512_max_pd
