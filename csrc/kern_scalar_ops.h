@@ -1,5 +1,5 @@
 /* kern_scalar_ops.h — the portable kernels on reals alone (qk, rowmax,
- * expsum, softcap, alibi), for one element type: included by kern_scalar.c for float32 and
+ * expsum, softcap, alibi, addrow), for one element type: included by kern_scalar.c for float32 and
  * float64, after kern_scalar_kv.h for the same type (qk reuses its qkd).
  * <tgmath.h> makes exp the float or double function. */
 
@@ -44,4 +44,9 @@ static void FN(alibi)(real *x, int64_t n, real dist, real slope) {
         const real di = dist - (real)i;
         x[i] -= slope * (di < 0 ? -di : di);
     }
+}
+
+/* x[c] += b[c]: a row of the additive bias. */
+static void FN(addrow)(real *x, const real *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += b[i];
 }

@@ -63,7 +63,7 @@ static inline void modify_tile(const ac_kernels *kern, const ac_vis *v, int64_t 
             const real *br = (const real *)v->bias + v->bias_off + hh * v->bias_hs +
                              i * v->bias_rs + j0 * v->bias_cs;
             if (v->bias_cs == 1)
-                for (int64_t c = 0; c < cols; c++) sr[c] += br[c];
+                kern->OPS.addrow(sr, br, cols);
             else
                 for (int64_t c = 0; c < cols; c++) sr[c] += br[c * v->bias_cs];
         }

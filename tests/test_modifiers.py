@@ -265,3 +265,20 @@ def test_any_modified_call_matches_the_reference(n, m, which, causal, window, gq
     out, lse = attncore.attention(q, k, v, block_q=bq, block_k=bk, return_lse=True, **kw)
     assert_close(out, want, 1e-13)
     assert_close(lse, want_lse, 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_kvcache_decode_steps_with_alibi_sinks_and_softcap(isa, rng, dtype):
+    """Token by token through a KVCache: each step's row equals the same row of
+    one causal call over the whole sequence (ALiBi's distances by the default
+    bottom-right positions, the sink once per row)."""
+    H, Hkv, L, d = 8, 2, 40, 16
+    q, k, v = qkv(rng, H=H, Hkv=Hkv, n=L, dk=d, B=(1,), dtype=np.float32)
+    k, v = k.astype(dtype), v.astype(dtype)
+    kw = dict(alibi_slopes=2.0 ** -np.arange(1, H + 1), sinks=np.linspace(-2, 1, H), softcap=5.0)
+    whole = attncore.reference.attention(q, k, v, causal=True, **kw)
+    cache = attncore.KVCache(Hkv, d, batch=(1,), dtype=dtype, capacity=8)
+    for t in range(L):
+        cache.append(k[..., t:t + 1, :], v[..., t:t + 1, :])
+        step = cache.attend(q[..., t:t + 1, :], **kw)
+        assert_close(step, whole[..., t:t + 1, :], 2e-6)
