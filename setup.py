@@ -48,6 +48,8 @@ print(f"attncore build: cflags={' '.join(cflags)} ldflags={' '.join(ldflags)}")
 ext = Extension(
     "attncore._core",
     sources=["attncore/_core.pyx", *sorted(glob("csrc/*.c"))],
+    # the bodies and kernels every unit includes: an edited header rebuilds them
+    depends=sorted(glob("csrc/*.h")) + ["attncore/_capi.pxd"],
     include_dirs=["csrc", np.get_include()],
     define_macros=[
         ("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION"),

@@ -38,7 +38,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[False] = ...,
               return_weights: Literal[False] = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> np.ndarray: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...,
+              bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
+              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> np.ndarray: ...
 
 
 @overload
@@ -47,7 +51,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[True],
               return_weights: Literal[False] = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...,
+              bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
+              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -56,7 +64,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[False] = ...,
               return_weights: Literal[True],
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...,
+              bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
+              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -65,7 +77,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: Literal[True],
               return_weights: Literal[True],
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...,
+              bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
+              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -74,7 +90,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               block_k: int | None = ..., return_lse: bool = ...,
               return_weights: bool = ...,
               mask: ArrayLike | None = ..., key_lengths: ArrayLike | None = ...,
-              window: int | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
+              window: int | None = ...,
+              q_offset: ArrayLike | None = ...,
+              k_offset: ArrayLike | None = ...,
+              bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
+              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(
@@ -92,6 +112,12 @@ def attention(
     mask: ArrayLike | None = None,
     key_lengths: ArrayLike | None = None,
     window: int | None = None,
+    q_offset: ArrayLike | None = None,
+    k_offset: ArrayLike | None = None,
+    bias: ArrayLike | None = None,
+    alibi_slopes: ArrayLike | None = None,
+    softcap: float | None = None,
+    sinks: ArrayLike | None = None,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Scaled dot-product attention, ``softmax(q·kᵀ·scale)·v``, in the C core.
 
@@ -143,6 +169,36 @@ def attention(
         With ``causal``: query ``i`` sees keys ``i + (m - n) - window < j <=
         i + (m - n)``.  The blockwise kernel skips every block outside the
         band, so the cost grows as n·window, not n².
+    q_offset, k_offset : array_like of int, optional
+        With ``causal`` (or ``alibi_slopes``): where the queries and keys sit in their sequence, one
+        per batch (shape ``...`` or a scalar).  Query ``i`` is at position
+        ``q_offset + i``, key ``j`` at ``k_offset + j``, and the causal and
+        window rules compare positions: a key is visible iff its position is
+        ≤ the query's (and > the query's − window).  Defaults: ``k_offset =
+        0`` and ``q_offset = m - n`` (bottom-right, per batch with
+        ``key_lengths``).  A block of queries against a block of keys from
+        anywhere in a sequence then sees what the whole causal call would;
+        :func:`merge` combines the blocks' ``(out, lse)``.
+    bias : array_like of float, optional
+        Added to the scaled scores, broadcastable to (..., H, n, m) and read
+        through its broadcast strides, never expanded (the blockwise kernel
+        reads only the tiles it visits): a relative-position bias, or a float
+        mask.  ``-inf`` hides a key exactly as ``mask`` does; huge negative
+        values (``finfo.min``) give weight 0 without overflow.  Converted to
+        q's dtype.
+    alibi_slopes : array_like of float, optional
+        One slope per query head (shape (H,)): ALiBi's bias
+        ``-slope·|qpos - kpos|`` with the positions of ``q_offset`` /
+        ``k_offset`` (bottom-right by default, with or without ``causal``),
+        computed in the kernel, never stored.
+    softcap : float, optional
+        Gemma 2's logit soft-cap: the scaled scores become
+        ``softcap·tanh(s / softcap)`` before the bias, ALiBi and the masks.
+    sinks : array_like of float, optional
+        One logit per query head (shape (H,)), gpt-oss's attention sink: a
+        term ``exp(sink)`` in each row's softmax denominator with no value,
+        so a row may give weight to nothing.  ``lse`` includes it (so
+        :func:`merge` must not see it twice: give it to one part only).
 
     Returns
     -------
@@ -178,12 +234,16 @@ def attention(
     """
     return _attention(q, k, v, causal=causal, scale=scale, method=method, block_q=block_q,
                       block_k=block_k, return_lse=return_lse, return_weights=return_weights,
-                      mask=mask, key_lengths=key_lengths, window=window)
+                      mask=mask, key_lengths=key_lengths, window=window, q_offset=q_offset,
+                      k_offset=k_offset, bias=bias, alibi_slopes=alibi_slopes, softcap=softcap,
+                      sinks=sinks)
 
 
 def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=None, block_k=None,
                return_lse=False, return_weights=False, mask=None, key_lengths=None, window=None,
-               split_kv: int | None = None, block_counts: np.ndarray | None = None):
+               q_offset=None, k_offset=None, bias=None, alibi_slopes=None, softcap=None,
+               sinks=None, split_kv: int | None = None,
+               block_counts: np.ndarray | None = None):
     """:func:`attention` with the keywords of the tests and the teaching code
     (not a stable API).  ``split_kv`` forces the decode path of
     ``method="flash"`` (1), forbids it (0) or leaves it to the kernel (-1;
@@ -194,7 +254,8 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
     method, p, vis, bq, bk = validate.attention_args(
         q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
         return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window,
-        split_kv=split_kv, block_counts=block_counts)
+        split_kv=split_kv, block_counts=block_counts, q_offset=q_offset, k_offset=k_offset,
+        bias=bias, alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     lse = np.empty((B, H, n), p.dtype)
@@ -227,6 +288,9 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
 def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
                     scale: float | None = ..., mask: ArrayLike | None = ...,
                     key_lengths: ArrayLike | None = ..., window: int | None = ...,
+                    q_offset: ArrayLike | None = ..., k_offset: ArrayLike | None = ...,
+                    bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
+                    softcap: float | None = ..., sinks: ArrayLike | None = ...,
                     return_lse: Literal[False] = ...) -> np.ndarray: ...
 
 
@@ -234,12 +298,18 @@ def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = 
 def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
                     scale: float | None = ..., mask: ArrayLike | None = ...,
                     key_lengths: ArrayLike | None = ..., window: int | None = ...,
+                    q_offset: ArrayLike | None = ..., k_offset: ArrayLike | None = ...,
+                    bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
+                    softcap: float | None = ..., sinks: ArrayLike | None = ...,
                     return_lse: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = False,
                     scale: float | None = None, mask: ArrayLike | None = None,
                     key_lengths: ArrayLike | None = None, window: int | None = None,
+                    q_offset: ArrayLike | None = None, k_offset: ArrayLike | None = None,
+                    bias: ArrayLike | None = None, alibi_slopes: ArrayLike | None = None,
+                    softcap: float | None = None, sinks: ArrayLike | None = None,
                     return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Attention by ``csrc/plain.c``: the formula as plain C loops, one thread.
 
@@ -250,7 +320,9 @@ def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = 
     it is much slower, by design: no SIMD, no tiles, no threads.
     """
     p, vis = validate.plain_args(q, k, v, causal=causal, scale=scale, mask=mask,
-                                 key_lengths=key_lengths, window=window)
+                                 key_lengths=key_lengths, window=window, q_offset=q_offset,
+                                 k_offset=k_offset, bias=bias, alibi_slopes=alibi_slopes,
+                                 softcap=softcap, sinks=sinks)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     lse = np.empty((B, H, n), p.dtype)
@@ -261,16 +333,22 @@ def plain_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = 
 
 def scores(q: ArrayLike, k: ArrayLike, *, scale: float | None = None, causal: bool = False,
            mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
-           window: int | None = None) -> np.ndarray:
+           window: int | None = None, q_offset: ArrayLike | None = None,
+           k_offset: ArrayLike | None = None, bias: ArrayLike | None = None,
+           alibi_slopes: ArrayLike | None = None, softcap: float | None = None) -> np.ndarray:
     """The scaled score table ``q·kᵀ·scale``, ``-inf`` where a key is hidden
-    (by ``causal``, ``window``, ``mask`` or ``key_lengths``, as in :func:`attention`).
+    (by ``causal``, ``window``, ``mask`` or ``key_lengths``, placed by
+    ``q_offset`` / ``k_offset``, as in :func:`attention`), after the score
+    modifiers ``softcap``, ``bias`` and ``alibi_slopes`` (:func:`attention`).
 
     Shapes as in :func:`attention`: q (..., H, n, d_k), k (..., H_kv, m, d_k);
     returns (..., H, n, m) in the inputs' dtype.  Cost: 2·B·H·n·m·d_k FLOPs and
     B·H·n·m values of memory (MemoryError up front when they cannot fit).
     """
     p, vis = validate.scores_args(q, k, scale=scale, causal=causal, mask=mask,
-                                  key_lengths=key_lengths, window=window)
+                                  key_lengths=key_lengths, window=window, q_offset=q_offset,
+                                  k_offset=k_offset, bias=bias, alibi_slopes=alibi_slopes,
+                                  softcap=softcap)
     B, H, Hkv, n, m, dk, _ = p.shape
     validate.check_table(B * H * n * m, p.dtype.itemsize, f"the score table with n={n}, m={m}")
     s = np.empty((B, H, n, m), p.dtype)

@@ -21,9 +21,17 @@ cdef extern from "attncore.h" nogil:
         int causal
         int64_t window
         const int64_t *key_lengths
+        const int64_t *q_offset
+        const int64_t *k_offset
         const uint8_t *mask
         int64_t mask_stride[4]
         const int64_t *mask_batch
+        const void *bias
+        int64_t bias_stride[3]
+        const int64_t *bias_batch
+        const double *alibi
+        double softcap
+        const double *sinks
         int64_t block_q, block_k
         int64_t *block_counts
         int split_kv
@@ -62,10 +70,11 @@ cdef extern from "attncore.h" nogil:
 
     int ac_backward_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                         const float *out, const float *lse, const float *dout, float *dq,
-                        float *dk, float *dv)
+                        float *dk, float *dv, float *dbias)
     int ac_backward_f64(const ac_attn_args *a, const double *q, const double *k,
                         const double *v, const double *out, const double *lse,
-                        const double *dout, double *dq, double *dk, double *dv)
+                        const double *dout, double *dq, double *dk, double *dv,
+                        double *dbias)
     int ac_linear_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                       float *out)
     int ac_linear_f64(const ac_attn_args *a, const double *q, const double *k,

@@ -81,17 +81,52 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
     """vis: attncore._validate.Visibility (its arrays stay alive with it)."""
     cdef ac_attn_args a
     cdef const int64_t[::1] kl
+    cdef const int64_t[::1] qo
+    cdef const int64_t[::1] ko
     cdef const uint8_t[:, :, :, :] mk
     cdef const int64_t[::1] mo
+    cdef const real[:, :, :, :] bs
+    cdef const int64_t[::1] bo
+    cdef const double[::1] al
+    cdef const double[::1] sk
     a.causal = vis.causal
     a.window = vis.window
     a.key_lengths = NULL
+    a.q_offset = NULL
+    a.k_offset = NULL
     a.mask = NULL
     a.mask_batch = NULL
     a.mask_stride[0] = a.mask_stride[1] = a.mask_stride[2] = a.mask_stride[3] = 0
+    a.bias = NULL
+    a.bias_batch = NULL
+    a.bias_stride[0] = a.bias_stride[1] = a.bias_stride[2] = 0
+    a.alibi = NULL
+    a.sinks = NULL
+    a.softcap = vis.softcap
+    if vis.bias is not None and vis.bias.size > 0:
+        # as the mask: a (B, H, n, m) view, each batch's plane at its offset
+        # (in elements: _problem made every stride a whole number of them)
+        bs = vis.bias4
+        bo = vis.bias_offsets
+        a.bias = &bs[0, 0, 0, 0]
+        a.bias_batch = &bo[0]
+        for i in range(3):
+            a.bias_stride[i] = bs.strides[i + 1] // <Py_ssize_t>sizeof(real)
+    if vis.alibi is not None and vis.alibi.shape[0] > 0:
+        al = vis.alibi
+        a.alibi = &al[0]
+    if vis.sinks is not None and vis.sinks.shape[0] > 0:
+        sk = vis.sinks
+        a.sinks = &sk[0]
     if vis.key_lengths is not None and vis.key_lengths.shape[0] > 0:
         kl = vis.key_lengths
         a.key_lengths = &kl[0]
+    if vis.q_offset is not None and vis.q_offset.shape[0] > 0:
+        qo = vis.q_offset
+        a.q_offset = &qo[0]
+    if vis.k_offset is not None and vis.k_offset.shape[0] > 0:
+        ko = vis.k_offset
+        a.k_offset = &ko[0]
     if vis.mask is not None and vis.mask.size > 0:
         # (B, H, n, m) view with its batch stride unused; each batch's plane
         # at its own offset (vis keeps both alive)
@@ -244,19 +279,24 @@ def softmax(const real[:, ::1] x, real[:, ::1] y, real[::1] lse, int nthreads):
 def backward(const real[:, :, :, :] q, const real[:, :, :, :] k, const real[:, :, :, :] v,
              const real[:, :, :, ::1] o, const real[:, :, ::1] lse, const real[:, :, :, ::1] do,
              real[:, :, :, ::1] dq, real[:, :, :, ::1] dk, real[:, :, :, ::1] dv, double scale,
-             object vis, int64_t block_q, int64_t block_k, int nthreads):
+             object vis, int64_t block_q, int64_t block_k, int nthreads,
+             real[:, :, :, ::1] dbias=None):
+    """dbias: None, or a zeroed dense (B, H, n, m) array that gets dS."""
     cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
     _strides3(a.v_stride, v.shape, v.strides, sizeof(real))
     cdef int rc
+    cdef real *db = NULL
+    if dbias is not None and dbias.size > 0:
+        db = &dbias[0, 0, 0, 0]
     with nogil:
         if real is float:
             rc = ac_backward_f32(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                                  &o[0, 0, 0, 0], &lse[0, 0, 0], &do[0, 0, 0, 0], &dq[0, 0, 0, 0],
-                                 &dk[0, 0, 0, 0], &dv[0, 0, 0, 0])
+                                 &dk[0, 0, 0, 0], &dv[0, 0, 0, 0], db)
         else:
             rc = ac_backward_f64(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
                                  &o[0, 0, 0, 0], &lse[0, 0, 0], &do[0, 0, 0, 0], &dq[0, 0, 0, 0],
-                                 &dk[0, 0, 0, 0], &dv[0, 0, 0, 0])
+                                 &dk[0, 0, 0, 0], &dv[0, 0, 0, 0], db)
     if rc != AC_OK:
         _raise(rc)
 

@@ -17,11 +17,24 @@ __all__ = ["attention_backward", "linear_attention", "multi_head_attention"]
 def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike, lse: ArrayLike,
                        dout: ArrayLike, *, causal: bool = False, scale: float | None = None,
                        window: int | None = None, mask: ArrayLike | None = None,
-                       key_lengths: ArrayLike | None = None,
-                       method: str = "flash") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       key_lengths: ArrayLike | None = None, q_offset: ArrayLike | None = None,
+                       k_offset: ArrayLike | None = None, bias: ArrayLike | None = None,
+                       alibi_slopes: ArrayLike | None = None, softcap: float | None = None,
+                       sinks: ArrayLike | None = None, return_dbias: bool = False,
+                       return_dsinks: bool = False,
+                       method: str = "flash") -> tuple[np.ndarray, ...]:
     """Gradients of ``out = attention(q, k, v, ...)``: returns ``(dq, dk, dv)``,
     the shapes and dtypes of q, k, v, given ``out`` and ``lse`` from the
     forward call (``return_lse=True``) and ``dout`` = ∂loss/∂out.
+
+    The score modifiers are :func:`attention`'s and must be the forward's.
+    The soft-cap's derivative ``1 − tanh²`` reaches dq and dk.
+    ``return_dbias=True`` appends d(bias), the gradient of the scores, summed
+    over the dims the bias broadcasts along (its own shape: a learned bias);
+    it costs a dense (..., H, n, m) array while it is summed.
+    ``return_dsinks=True`` appends d(sinks), shape (H,):
+    ``−Σ_i exp(sink − lse_i)·D_i``.  ALiBi's slopes are constants (no
+    gradient).
 
     ``method="flash"`` recomputes ``P = exp(S − lse)`` block by block,
     ``D = rowsum(dout ∘ out)``, ``dS = P ∘ (dP − D)``, with O(n·d) extra memory
@@ -40,8 +53,13 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     """
     method, p, vis, arrays = validate.backward_args(
         q, k, v, out, lse, dout, causal=causal, scale=scale, window=window, mask=mask,
-        key_lengths=key_lengths, method=method)
+        key_lengths=key_lengths, method=method, q_offset=q_offset, k_offset=k_offset,
+        bias=bias, alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks)
     B, H, Hkv, n, m, dk, dv = p.shape
+    if return_dbias and vis.bias is None:
+        raise ValueError("return_dbias=True needs a bias")
+    if return_dsinks and vis.sinks is None:
+        raise ValueError("return_dsinks=True needs sinks")
     if method == "naive":
         validate.check_table(2 * n * m + n * m, p.dtype.itemsize,
                              f"method='naive' with n={n}, m={m}")
@@ -51,9 +69,19 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     dq4 = np.empty((B, H, n, dk), p.dtype)
     dk4 = np.empty((B, Hkv, m, dk), p.dtype)
     dv4 = np.empty((B, Hkv, m, dv), p.dtype)
+    dbias = None
+    if return_dbias:
+        validate.check_table(B * H * n * m, p.dtype.itemsize, f"d(bias) with n={n}, m={m}")
+        dbias = np.zeros((B, H, n, m), p.dtype)
     _core.backward(p.q, p.k, p.v, arrays["out"], arrays["lse"], arrays["dout"], dq4, dk4, dv4,
-                   p.scale, vis, bq, bk, get_num_threads())
-    return (dq4.reshape(np.shape(q)), dk4.reshape(np.shape(k)), dv4.reshape(np.shape(v)))
+                   p.scale, vis, bq, bk, get_num_threads(), dbias)
+    result = [dq4.reshape(np.shape(q)), dk4.reshape(np.shape(k)), dv4.reshape(np.shape(v))]
+    if dbias is not None:
+        result.append(validate.sum_to_shape(dbias.reshape(p.lead + (n, m)), vis.bias_shape))
+    if return_dsinks:
+        result.append(validate.sink_gradient(vis.sinks, arrays["lse"], arrays["out"],
+                                             arrays["dout"]).astype(p.dtype))
+    return tuple(result)
 
 
 def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = False,

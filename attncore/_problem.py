@@ -241,30 +241,134 @@ class Visibility:
     mask: np.ndarray | None  # that broadcast view (0 strides where it broadcasts)
     mask4: np.ndarray | None = None  # (B, H, n, m) view of it for the core, batch stride 0...
     mask_offsets: np.ndarray | None = None  # ...and each batch's plane at these byte offsets
+    q_offset: np.ndarray | None = None  # (B,) int64: query i at position q_offset + i
+    k_offset: np.ndarray | None = None  # (B,) int64: key j at position k_offset + j
+    # the score modifiers (attncore.h): s = softcap·tanh(z/softcap) + bias - slope·|qpos - kpos|
+    bias: np.ndarray | None = None  # broadcast (..., H, n, m) view, in q's dtype, never expanded
+    bias4: np.ndarray | None = None  # (B, H, n, m) view of it for the core, batch stride 0...
+    bias_offsets: np.ndarray | None = None  # ...and each batch's plane at these element offsets
+    bias_shape: tuple | None = None  # the shape it was given in (its gradient's shape)
+    alibi: np.ndarray | None = None  # (H,) float64 slopes
+    softcap: float = 0.0  # 0: none
+    sinks: np.ndarray | None = None  # (H,) float64 sink logits
 
     def full_mask(self, shape) -> np.ndarray:
         """The mask as a (B, H, n, m) boolean array (the reference's use: it copies)."""
         return np.asarray(self.mask, dtype=bool).reshape(shape)
 
 
+def _per_batch_ints(x, name: str, batch: tuple, lo: int, hi: int, bounds: str) -> np.ndarray:
+    """Integers, one per batch (broadcast to the batch shape), within [lo, hi]:
+    int64, flat, as the core reads them."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
+    try:
+        a = np.broadcast_to(a, batch)
+    except ValueError:
+        raise ValueError(f"{name} must have the batch shape {batch} (or broadcast to it), got "
+                         f"shape {a.shape}") from None
+    if a.size and (int(a.min()) < lo or int(a.max()) > hi):
+        raise ValueError(f"{name} must lie in {bounds}, got values from {a.min()} to {a.max()}")
+    return fast_layout(np.ascontiguousarray(a, dtype=np.int64)).reshape(-1)
+
+
 def check_key_lengths(key_lengths, batch: tuple, m: int) -> np.ndarray:
     """key_lengths checked against the batch shape and m: int64, one per batch, flat."""
-    kl = np.asarray(key_lengths)
-    if kl.dtype.kind not in "iu":
-        raise TypeError(f"key_lengths must be integers, got dtype {kl.dtype}")
+    return _per_batch_ints(key_lengths, "key_lengths", batch, 0, m, f"[0, m={m}]")
+
+
+MAX_POSITION = 2**60  # |q_offset|, |k_offset| (the C core's AC_MAX_POSITION)
+
+
+def check_offset(offset, name: str, batch: tuple) -> np.ndarray:
+    """A q_offset / k_offset: integers, one per batch (broadcast), |x| ≤ 2**60; int64, flat."""
+    return _per_batch_ints(offset, name, batch, -MAX_POSITION, MAX_POSITION, "[-2**60, 2**60]")
+
+
+def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None, q_offset=None,
+               k_offset=None, bias=None, alibi_slopes=None, softcap=None,
+               sinks=None) -> Visibility:
+    """Check causal / window / mask / key_lengths / q_offset / k_offset and the
+    score modifiers against the problem."""
+    vis = _visibility(p, causal, window, mask, key_lengths, q_offset, k_offset,
+                      alibi_slopes is not None)
+    B, H, Hkv, n, m, *_ = p.shape
+    if bias is not None:
+        vis.bias, vis.bias_shape = check_bias(bias, p)
+        vis.bias4, vis.bias_offsets = _plane_for_core(vis.bias, p.batch, H, n, m)
+    if alibi_slopes is not None:
+        vis.alibi = _per_head(alibi_slopes, "alibi_slopes", H)
+        if not np.isfinite(vis.alibi).all():
+            raise ValueError("alibi_slopes must be finite")
+    if softcap is not None:
+        if isinstance(softcap, (bool, np.bool_)) or not isinstance(
+                softcap, (int, float, np.integer, np.floating)):
+            raise TypeError(f"softcap must be a positive number, got {softcap!r}")
+        if not (math.isfinite(float(softcap)) and float(softcap) > 0):
+            raise ValueError(f"softcap must be positive and finite, got {softcap!r}")
+        vis.softcap = float(softcap)
+    if sinks is not None:
+        vis.sinks = _per_head(sinks, "sinks", H)
+        if np.isnan(vis.sinks).any() or np.isposinf(vis.sinks).any():
+            raise ValueError("sinks must not be NaN or +inf (-inf: no sink)")
+    return vis
+
+
+def sum_to_shape(full: np.ndarray, shape: tuple) -> np.ndarray:
+    """full, of a broadcast result's shape, summed over the dims along which an
+    array of `shape` was broadcast: the gradient of that array."""
+    extra = full.ndim - len(shape)
+    out = full.sum(axis=tuple(range(extra))) if extra else full
+    ones = tuple(i for i, size in enumerate(shape) if size == 1 and out.shape[i] != 1)
+    return (out.sum(axis=ones, keepdims=True) if ones else out).reshape(shape)
+
+
+def sink_gradient(sinks: np.ndarray, lse4: np.ndarray, out4: np.ndarray,
+                  dout4: np.ndarray) -> np.ndarray:
+    """d loss / d sinks[h] = -Σ_(b, i) exp(sink_h - lse_bhi)·D_bhi with
+    D = rowsum(dout ∘ out), (B, H, n, ·) arrays: a sink's weight in row i is
+    exp(sink - lse_i), and raising it scales the row's output down."""
+    D = np.einsum("bhnc,bhnc->bhn", dout4.astype(np.float64), out4.astype(np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = np.exp(sinks[None, :, None] - lse4.astype(np.float64))
+    return -(w * D).sum(axis=(0, 2))
+
+
+def _per_head(x, name: str, H: int) -> np.ndarray:
+    """One float per query head (a scalar broadcasts): float64, contiguous."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must be real numbers, got dtype {a.dtype}")
+    if a.ndim > 1 or (a.ndim == 1 and a.shape[0] not in (1, H)):
+        raise ValueError(f"{name} must have one value per query head, shape ({H},), got "
+                         f"shape {a.shape}")
+    return np.ascontiguousarray(np.broadcast_to(a.astype(np.float64), (H,)))
+
+
+def check_bias(bias, p: Problem) -> tuple[np.ndarray, tuple]:
+    """An additive bias: a float array broadcastable to (..., H, n, m), as a
+    broadcast view in q's dtype (a 16-bit cache's queries: float32), nothing
+    expanded; and the shape it came in."""
+    b = np.asarray(bias)
+    if b.dtype.kind != "f" and b.dtype.name != "bfloat16":
+        hint = " (a boolean mask goes to mask=)" if b.dtype == np.bool_ else ""
+        raise TypeError(f"bias must be a float array, got dtype {b.dtype}{hint}")
+    B, H, Hkv, n, m, *_ = p.shape
+    full = p.lead + (n, m)
+    shape = b.shape
+    b = b.astype(p.dtype, copy=False)
+    if any(st % b.itemsize for st in b.strides):  # odd strides: one copy of the small array
+        b = np.ascontiguousarray(b)
     try:
-        kl = np.broadcast_to(kl, batch)
+        b = np.broadcast_to(b, full)
     except ValueError:
-        raise ValueError(f"key_lengths must have the batch shape {batch}, got shape "
-                         f"{kl.shape}") from None
-    if kl.size and (kl.min() < 0 or kl.max() > m):
-        raise ValueError(f"key_lengths must lie in [0, m={m}], got values from {kl.min()} "
-                         f"to {kl.max()}")
-    return fast_layout(np.ascontiguousarray(kl, dtype=np.int64)).reshape(-1)
+        raise ValueError(f"bias of shape {shape} does not broadcast to {full}") from None
+    return b, shape
 
 
-def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> Visibility:
-    """Check causal / window / mask / key_lengths against the problem."""
+def _visibility(p: Problem, causal, window, mask, key_lengths, q_offset, k_offset,
+                alibi: bool) -> Visibility:
     B, H, Hkv, n, m, *_ = p.shape
     causal = bool(causal)
     w = 0
@@ -274,8 +378,16 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
             raise ValueError("window needs causal=True: it is the band of w keys ending at "
                              "the causal diagonal")
     kl = None if key_lengths is None else check_key_lengths(key_lengths, p.batch, m)
+    if (q_offset is not None or k_offset is not None) and not (causal or alibi):
+        raise ValueError("q_offset and k_offset need causal=True or alibi_slopes: they place "
+                         "the queries and keys for the causal and window rules and ALiBi's "
+                         "distances, which are all they change")
+    offsets = {"q_offset": None if q_offset is None else check_offset(q_offset, "q_offset",
+                                                                       p.batch),
+               "k_offset": None if k_offset is None else check_offset(k_offset, "k_offset",
+                                                                       p.batch)}
     if mask is None:
-        return Visibility(causal, w, kl, None)
+        return Visibility(causal, w, kl, None, **offsets)
     mk = np.asarray(mask)
     if mk.dtype != np.bool_:
         raise TypeError(f"mask must be a boolean array (True = may attend), got dtype {mk.dtype}")
@@ -284,20 +396,22 @@ def visibility(p: Problem, causal, window=None, mask=None, key_lengths=None) -> 
         mk = np.broadcast_to(mk.view(np.uint8), full)
     except ValueError:
         raise ValueError(f"mask of shape {mk.shape} does not broadcast to {full}") from None
-    return Visibility(causal, w, kl, mk, *_mask_for_core(mk, p.batch, H, n, m))
+    return Visibility(causal, w, kl, mk, *_plane_for_core(mk, p.batch, H, n, m), **offsets)
 
 
-def _mask_for_core(mk: np.ndarray, batch: tuple, H: int, n: int, m: int):
-    """A broadcast mask (..., H, n, m) as the core reads it, through its own
-    strides whatever dims broadcast: a (B, H, n, m) view whose batch stride is
-    unused, and the byte offset of each batch's plane (the batch dims need not
-    merge into one stride).  Nothing is copied."""
+def _plane_for_core(mk: np.ndarray, batch: tuple, H: int, n: int, m: int):
+    """A broadcast mask or bias (..., H, n, m) as the core reads it, through
+    its own strides whatever dims broadcast: a (B, H, n, m) view whose batch
+    stride is unused, and the offset of each batch's plane (the batch dims
+    need not merge into one stride), in elements (the uint8 mask's are
+    bytes).  Nothing is copied."""
     nb = len(batch)
     offsets = np.zeros(batch, np.int64)
     for axis, (size, stride) in enumerate(zip(batch, mk.strides[:nb])):
         shape = [1] * nb
         shape[axis] = size
-        offsets = offsets + np.arange(size, dtype=np.int64).reshape(shape) * stride
+        offsets = offsets + np.arange(size, dtype=np.int64).reshape(shape) * (
+            stride // mk.itemsize)
     h_stride = mk.strides[nb] if mk.ndim == nb + 3 else 0  # 2-D inputs: one head
     mask4 = np.lib.stride_tricks.as_strided(
         mk, shape=(max(math.prod(batch), 1), H, n, m),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncore._problem import (  # noqa: F401 (the names the API and the reference use)
+    sink_gradient, sum_to_shape,
     FLOAT_DTYPES, HALF, Problem, Visibility, as_float_array, block_size, common_dtype, dims,
     fast_layout, kv16, kv_values, positive_int, positive_scale, problem, visibility)
 from attncore._runtime import memory_limit
@@ -81,7 +82,8 @@ def check_table(elements: int, itemsize: int, what: str) -> None:
 
 
 def attention_args(q, k, v, *, causal, scale, method, block_q, block_k, return_weights, mask,
-                   key_lengths, window, split_kv=None, block_counts=None):
+                   key_lengths, window, split_kv=None, block_counts=None, q_offset=None,
+                   k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None):
     """The checks of attention: (method, problem, visibility, block_q, block_k),
     block sizes 0 for the core's default.  split_kv and block_counts are
     attncore.attention's private keywords (the reference has none)."""
@@ -93,24 +95,26 @@ def attention_args(q, k, v, *, causal, scale, method, block_q, block_k, return_w
                                          and block_counts.shape == (2,)):
         raise ValueError("block_counts must be an int64 array of shape (2,)")
     p = problem(q, k, v, scale=scale)
-    vis = visibility(p, causal, window, mask, key_lengths)
+    vis = visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
     bq, bk = block_size(block_q, "block_q"), block_size(block_k, "block_k")
     if return_weights and method != "naive":
         raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
     return method, p, vis, bq, bk
 
 
-def plain_args(q, k, v, *, causal, scale, mask, key_lengths, window):
+def plain_args(q, k, v, *, causal, scale, mask, key_lengths, window, q_offset=None,
+               k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None):
     """The checks of plain_attention: float32 or float64 throughout."""
     p = problem(q, k, v, scale=scale)
     no_half(p, "plain_attention")
-    return p, visibility(p, causal, window, mask, key_lengths)
+    return p, visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
 
 
-def scores_args(q, k, *, scale, causal, mask, key_lengths, window):
+def scores_args(q, k, *, scale, causal, mask, key_lengths, window, q_offset=None,
+                k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None):
     """The checks of scores: (problem without v, visibility)."""
     p = problem(q, k, scale=scale)
-    return p, visibility(p, causal, window, mask, key_lengths)
+    return p, visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
 
 
 def softmax_args(x, axis) -> tuple[np.ndarray, int]:
@@ -125,13 +129,14 @@ def softmax_args(x, axis) -> tuple[np.ndarray, int]:
     return a, int(axis) % a.ndim
 
 
-def backward_args(q, k, v, out, lse, dout, *, causal, scale, window, mask, key_lengths, method):
+def backward_args(q, k, v, out, lse, dout, *, causal, scale, window, mask, key_lengths, method,
+                  q_offset=None, k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None):
     """The checks of attention_backward: (method, problem, visibility, arrays)
     with arrays["out"], ["lse"], ["dout"] as (B, H, n, ·) views in q's dtype."""
     method = method_name(method)
     p = problem(q, k, v, scale=scale)
     no_half(p, "attention_backward")
-    vis = visibility(p, causal, window, mask, key_lengths)
+    vis = visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
     B, H, Hkv, n, m, dk, dv = p.shape
     want = {"out": p.lead + (n, dv), "lse": p.lead + (n,), "dout": p.lead + (n, dv)}
     arrays = {}

@@ -14,14 +14,17 @@ under ``torch.autograd.gradcheck`` and ``torch.compile(fullgraph=True)``.
 Where torch and attncore differ, this module follows torch:
 
 - ``is_causal`` is **top-left** aligned: query ``i`` sees key ``j`` iff ``j <= i``
-  (attncore's own ``causal`` is bottom-right, ``j <= i + (m - n)``; the two agree
-  when ``n == m``, which is the case that takes attncore's causal kernel with its
-  block skipping — for ``n != m`` the triangle is passed as a mask).
+  (attncore's own ``causal`` is bottom-right, ``j <= i + (m - n)``); it is passed
+  as attncore's causal rule with ``q_offset = k_offset = 0``, so the blockwise
+  kernel skips the blocks above the diagonal for any n and m.
 - ``attn_mask`` is boolean (``True`` = takes part) or a float mask that is
-  *added* to the scores.  attncore's kernels take boolean masks only, so a float
-  mask must hold ``0`` (takes part) and ``-inf`` (does not), as torch's own
-  ``Transformer.generate_square_subsequent_mask`` makes; any other value (a
-  learned bias, ALiBi) raises ``ValueError``.  A float mask gets no gradient.
+  *added* to the scores: attncore's ``bias``, read through its broadcast strides
+  (``-inf`` hides a key, ``finfo.min`` gives weight 0).  A float mask that
+  requires grad gets its gradient (summed over the dims it broadcasts along).
+- Beyond torch's arguments: ``alibi_slopes`` (one per query head),
+  ``softcap`` (Gemma 2's logit soft-cap) and ``sinks`` (one logit per query
+  head, gpt-oss; its gradient flows when it requires grad), as
+  :func:`attncore.attention` takes them.
 - ``enable_gqa=True`` lets ``key``/``value`` have fewer heads than ``query``
   (query head ``h`` reads kv head ``h // (H / H_kv)``, as torch repeats them).
 - A row that sees no key: attncore gives 0 (torch's math kernel gives NaN).
@@ -46,23 +49,22 @@ __all__ = ["scaled_dot_product_attention"]
 _DTYPES = (torch.float32, torch.float64)
 
 
-def _visibility(mask: torch.Tensor | None, causal: bool, n: int, m: int):
-    """attncore's (causal, mask) for torch's (is_causal, attn_mask): a boolean
-    NumPy mask, read through its broadcast strides, or the causal kernel."""
-    if causal:
-        if n == m:
-            return True, None
-        return False, np.tri(n, m, dtype=bool)  # top-left: j <= i
-    if mask is None:
-        return False, None
-    a = mask.detach().numpy()
-    if a.dtype == np.bool_:
-        return False, a
-    visible = a == 0
-    if not np.all(visible | (a == -np.inf)):
-        raise ValueError("attn_mask: a float mask may only hold 0 (takes part) and -inf (does "
-                         "not); attncore's kernels take no additive bias")
-    return False, visible
+def _keywords(mask: torch.Tensor | None, causal: bool, alibi: torch.Tensor | None,
+              softcap: float | None, sinks: torch.Tensor | None) -> dict:
+    """attncore's keywords for torch's (is_causal, attn_mask) and the modifiers:
+    a boolean mask or a float bias, read through their broadcast strides, and
+    top-left causal as positions (both sequences start at 0)."""
+    kw: dict = {"softcap": softcap}
+    if causal or alibi is not None:  # positions from 0 on both sides: torch's top-left
+        kw.update(causal=causal, q_offset=0, k_offset=0)
+    if alibi is not None:
+        kw["alibi_slopes"] = alibi.detach().numpy()
+    if sinks is not None:
+        kw["sinks"] = sinks.detach().numpy()
+    if mask is not None:
+        a = mask.detach().numpy()
+        kw["mask" if a.dtype == np.bool_ else "bias"] = a
+    return kw
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -71,17 +73,17 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 @torch.library.custom_op("attncore::sdpa", mutates_args=())
 def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-          attn_mask: torch.Tensor | None, is_causal: bool,
-          scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    n, m = query.shape[-2], key.shape[-2]
-    causal, mask = _visibility(attn_mask, is_causal, n, m)
-    out, lse = attncore.attention(_np(query), _np(key), _np(value), causal=causal, mask=mask,
-                                  scale=scale, return_lse=True)
+          attn_mask: torch.Tensor | None, is_causal: bool, scale: float | None,
+          alibi_slopes: torch.Tensor | None, softcap: float | None,
+          sinks: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    kw = _keywords(attn_mask, is_causal, alibi_slopes, softcap, sinks)
+    out, lse = attncore.attention(_np(query), _np(key), _np(value), scale=scale,
+                                  return_lse=True, **kw)
     return torch.from_numpy(out), torch.from_numpy(lse)
 
 
 @_sdpa.register_fake
-def _(query, key, value, attn_mask, is_causal, scale):
+def _(query, key, value, attn_mask, is_causal, scale, alibi_slopes, softcap, sinks):
     out = query.new_empty(query.shape[:-1] + value.shape[-1:])
     return out, query.new_empty(query.shape[:-1])
 
@@ -89,34 +91,49 @@ def _(query, key, value, attn_mask, is_causal, scale):
 @torch.library.custom_op("attncore::sdpa_backward", mutates_args=())
 def _sdpa_backward(dout: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                    value: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                   attn_mask: torch.Tensor | None, is_causal: bool,
-                   scale: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    n, m = query.shape[-2], key.shape[-2]
-    causal, mask = _visibility(attn_mask, is_causal, n, m)
-    dq, dk, dv = attncore.attention_backward(_np(query), _np(key), _np(value), _np(out),
-                                             _np(lse), _np(dout), causal=causal, mask=mask,
-                                             scale=scale)
-    return torch.from_numpy(dq), torch.from_numpy(dk), torch.from_numpy(dv)
+                   attn_mask: torch.Tensor | None, is_causal: bool, scale: float | None,
+                   alibi_slopes: torch.Tensor | None, softcap: float | None,
+                   sinks: torch.Tensor | None, mask_grad: bool, sinks_grad: bool
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                              torch.Tensor]:
+    """(dq, dk, dv, d attn_mask, d sinks); the last two empty when not asked."""
+    kw = _keywords(attn_mask, is_causal, alibi_slopes, softcap, sinks)
+    grads = attncore.attention_backward(_np(query), _np(key), _np(value), _np(out), _np(lse),
+                                        _np(dout), scale=scale, return_dbias=mask_grad,
+                                        return_dsinks=sinks_grad, **kw)
+    dq, dk, dv = grads[:3]
+    rest = list(grads[3:])
+    dmask = torch.from_numpy(np.ascontiguousarray(rest.pop(0))) if mask_grad else query.new_empty(0)
+    dsinks = (torch.from_numpy(rest.pop(0)).to(sinks.dtype) if sinks_grad
+              else query.new_empty(0))
+    return torch.from_numpy(dq), torch.from_numpy(dk), torch.from_numpy(dv), dmask, dsinks
 
 
 @_sdpa_backward.register_fake
-def _(dout, query, key, value, out, lse, attn_mask, is_causal, scale):
-    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+def _(dout, query, key, value, out, lse, attn_mask, is_causal, scale, alibi_slopes, softcap,
+      sinks, mask_grad, sinks_grad):
+    return (torch.empty_like(query), torch.empty_like(key), torch.empty_like(value),
+            torch.empty_like(attn_mask) if mask_grad else query.new_empty(0),
+            torch.empty_like(sinks) if sinks_grad else query.new_empty(0))
 
 
 def _setup_context(ctx, inputs, output):
-    query, key, value, attn_mask, is_causal, scale = inputs
+    query, key, value, attn_mask, is_causal, scale, alibi_slopes, softcap, sinks = inputs
     out, lse = output
-    ctx.save_for_backward(query, key, value, out, lse, attn_mask)
-    ctx.is_causal, ctx.scale = is_causal, scale
+    ctx.save_for_backward(query, key, value, out, lse, attn_mask, alibi_slopes, sinks)
+    ctx.is_causal, ctx.scale, ctx.softcap = is_causal, scale, softcap
 
 
 def _backward(ctx, dout, dlse):
-    query, key, value, out, lse, attn_mask = ctx.saved_tensors
+    query, key, value, out, lse, attn_mask, alibi_slopes, sinks = ctx.saved_tensors
+    mask_grad = bool(ctx.needs_input_grad[3])  # a float mask that requires grad
+    sinks_grad = bool(ctx.needs_input_grad[8])
     # lse is an internal output (never returned to the caller): its gradient is zero
-    dq, dk, dv = _sdpa_backward(dout, query, key, value, out, lse, attn_mask,
-                                ctx.is_causal, ctx.scale)
-    return dq, dk, dv, None, None, None
+    dq, dk, dv, dmask, dsinks = _sdpa_backward(
+        dout, query, key, value, out, lse, attn_mask, ctx.is_causal, ctx.scale, alibi_slopes,
+        ctx.softcap, sinks, mask_grad, sinks_grad)
+    return (dq, dk, dv, dmask if mask_grad else None, None, None, None, None,
+            dsinks if sinks_grad else None)
 
 
 _sdpa.register_autograd(_backward, setup_context=_setup_context)
@@ -153,8 +170,6 @@ def _check(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         if attn_mask.dtype != torch.bool and attn_mask.dtype != query.dtype:
             raise TypeError(f"attn_mask has dtype {attn_mask.dtype}; it must be bool or the "
                             f"dtype of query ({query.dtype})")
-        if attn_mask.requires_grad:
-            raise ValueError("attn_mask requires grad; attncore gives a float mask no gradient")
     if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)
                                   and scale > 0):
         raise ValueError(f"scale must be a positive finite number or None, got {scale!r}")
@@ -167,16 +182,26 @@ def _check(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
-                                 enable_gqa: bool = False) -> torch.Tensor:
+                                 enable_gqa: bool = False, *,
+                                 alibi_slopes: torch.Tensor | None = None,
+                                 softcap: float | None = None,
+                                 sinks: torch.Tensor | None = None) -> torch.Tensor:
     """``torch.nn.functional.scaled_dot_product_attention`` computed by attncore.
 
     query (..., H, L, E), key (..., H_kv, S, E), value (..., H_kv, S, E_v): CPU
     float32 or float64 tensors of one dtype; returns (..., H, L, E_v).  The
     arguments mean what they mean for torch (see the module's docstring for
     the few differences and what is refused); gradients flow to query, key and
-    value through :func:`attncore.attention_backward`.
+    value through :func:`attncore.attention_backward` (and to a float
+    ``attn_mask`` or ``sinks`` that requires grad).  ``alibi_slopes``,
+    ``softcap`` and ``sinks`` are attncore's score modifiers
+    (:func:`attncore.attention`); torch's own function has none of them.
     """
     _check(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    for name, t in (("alibi_slopes", alibi_slopes), ("sinks", sinks)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
     out, _ = _sdpa(query, key, value, attn_mask, bool(is_causal),
-                   None if scale is None else float(scale))
+                   None if scale is None else float(scale), alibi_slopes,
+                   None if softcap is None else float(softcap), sinks)
     return out

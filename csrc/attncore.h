@@ -51,11 +51,31 @@ typedef struct {
     int causal;                     /* bottom-right aligned causal mask */
     int64_t window;                 /* > 0 (with causal): keys i+(m-n)-window < j <= i+(m-n) */
     const int64_t *key_lengths;     /* (batch): keys j >= key_lengths[b] hidden; or NULL */
+    const int64_t *q_offset;        /* (batch): query i sits at position q_offset[b] + i; or
+                                       NULL = m_b - n, bottom-right (m_b: batch b's keys) */
+    const int64_t *k_offset;        /* (batch): key j sits at position k_offset[b] + j; or
+                                       NULL = 0.  The causal and window rules compare these
+                                       positions: key visible iff kpos <= qpos (and
+                                       kpos > qpos - window) */
     const uint8_t *mask;            /* boolean (batch, head, n, m) view, 1 = may attend; or NULL */
     int64_t mask_stride[4];         /* its strides in bytes (0 where it broadcasts) */
     const int64_t *mask_batch;      /* NULL, or (batch) byte offsets of each batch's plane from
                                        `mask`, replacing b * mask_stride[0]: a mask broadcast
                                        over some of several batch dims, read in place */
+    /* Score modifiers (tiles_body.h: modify_tile).  Row i's score for key j is
+     *   s = t + bias[b, h, i, j] - alibi[h]·|qpos - kpos|,  t = softcap·tanh(z/softcap)
+     *   (or t = z without a soft-cap), z = scale · q_i·k_j,
+     * then the mask; sinks[h] adds exp(sinks[h]) to each row's denominator. */
+    const void *bias;               /* NULL, or an additive bias of the queries' type (float
+                                       for float32 and 16-bit caches, double for float64):
+                                       -inf hides a key exactly as the mask does */
+    int64_t bias_stride[3];         /* its element strides over (head, row, key); 0 where it
+                                       broadcasts */
+    const int64_t *bias_batch;      /* (batch) element offsets of each batch's plane from
+                                       `bias` (required with bias) */
+    const double *alibi;            /* NULL, or (heads) ALiBi slopes, finite */
+    double softcap;                 /* 0 = none, else > 0 and finite */
+    const double *sinks;            /* NULL, or (heads) sink logits, finite or -inf */
     int64_t block_q, block_k;       /* blockwise tile sizes; 0 = the tuned default */
     int64_t *block_counts;          /* NULL, or 2 counters the blockwise kernel adds to:
                                        [0] (Q block, K block) tiles computed, [1] of them
@@ -71,6 +91,7 @@ typedef struct {
 } ac_attn_args;
 
 #define AC_POLL_SECONDS 0.02
+#define AC_MAX_POSITION ((int64_t)1 << 60) /* |q_offset|, |k_offset| at most this */
 
 /* Blockwise online-softmax attention (FlashAttention-2 order). O(n·d) memory.
  * With few query rows (decode) it splits the keys instead (split_kv). */
@@ -123,13 +144,16 @@ int ac_softmax_f64(int64_t rows, int64_t cols, const double *x, double *y, doubl
 
 /* Gradients (dq, dk, dv) of attention from (q, k, v, out, lse, dout), by
  * recomputation in blocks (backward_body.h).  out, lse, dout dense (B, H, n, ·);
- * dq (B, H, n, dk), dk (B, Hkv, m, dk), dv (B, Hkv, m, dv) dense outputs. */
+ * dq (B, H, n, dk), dk (B, Hkv, m, dk), dv (B, Hkv, m, dv) dense outputs.
+ * dbias: NULL, or a dense (B, H, n, m) output, zeroed by the caller, that gets
+ * dS, the gradient of the scores (the caller sums it over the dims its bias
+ * broadcasts).  lse must be the forward's, sinks included. */
 int ac_backward_f32(const ac_attn_args *a, const float *q, const float *k, const float *v,
                     const float *out, const float *lse, const float *dout, float *dq, float *dk,
-                    float *dv);
+                    float *dv, float *dbias);
 int ac_backward_f64(const ac_attn_args *a, const double *q, const double *k, const double *v,
                     const double *out, const double *lse, const double *dout, double *dq,
-                    double *dk, double *dv);
+                    double *dk, double *dv, double *dbias);
 
 /* Linear (kernelised) attention with φ(x) = elu(x) + 1: O(n·d·dv) time,
  * O(d·dv) state; causal by running prefix sums (linear_body.h).  Reads the q/k/v

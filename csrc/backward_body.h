@@ -4,9 +4,13 @@
  *
  * Given q, k, v, the forward's out and lse, and dout:
  *   D_i  = Σ_c dout_ic · out_ic                       (once per row)
- *   P    = exp(S - lse),  S = Q·Kᵀ·scale              (recomputed per tile)
- *   dV  += Pᵀ·dO,   dP = dO·Vᵀ,   dS = P ∘ (dP − D)
- *   dK  += dSᵀ·Q·scale,   dQ += dS·K·scale
+ *   P    = exp(S - lse),  S = Q·Kᵀ·scale              (recomputed per tile,
+ *                                                      modifiers and mask too)
+ *   dV  += Pᵀ·dO,   dP = dO·Vᵀ,   dS = P ∘ (dP − D)   (= d bias, when asked)
+ *   dZ   = dS, or dS ∘ (1 − tanh²(z/cap)) under a soft-cap
+ *   dK  += dZᵀ·Q·scale,   dQ += dZ·K·scale
+ * A sink changes none of this but lse (which holds it); its own gradient,
+ * −Σ_i exp(sink − lse_i)·D_i, is the caller's (attncore._api).
  *
  * No race and no atomics, in one of two ways.
  *
@@ -32,26 +36,36 @@
 
 /* One thread's scratch. */
 typedef struct {
-    real *p;  /* (bq, bk) probabilities P */
-    real *ds; /* (bq, bk) dP, then dS in place */
-    real *tr; /* (bk, bq) Pᵀ or dSᵀ */
+    real *p;   /* (bq, bk) probabilities P */
+    real *ds;  /* (bq, bk) dP, then dS in place */
+    real *tr;  /* (bk, bq) Pᵀ or dSᵀ */
+    real *cap; /* (bq, bk) with a soft-cap: the capped scores t, for dt/dz */
     ac_workspace ws;
 } bwd_scratch;
 
-static int bwd_scratch_carve(bwd_scratch *w, int64_t bq, int64_t bk) {
+static int bwd_scratch_carve(bwd_scratch *w, int64_t bq, int64_t bk, int softcap) {
     w->ws = (ac_workspace){0};
     ac_ws_part(&w->ws, &w->p, bq * bk, sizeof(real));
     ac_ws_part(&w->ws, &w->ds, bq * bk, sizeof(real));
     ac_ws_part(&w->ws, &w->tr, bq * bk, sizeof(real));
+    ac_ws_part(&w->ws, &w->cap, softcap ? bq * bk : 0, sizeof(real));
     return ac_ws_carve(&w->ws) == AC_OK;
 }
 
 /* s (rows, bk) = the tile of probabilities P for rows [i0, i0+rows), keys
- * [j0, j0+cols): recomputed scores, masked, exp(S − lse). */
+ * [j0, j0+cols): recomputed scores, modified, masked, exp(S − lse).  With a
+ * soft-cap, the capped scores go to w->cap first. */
 static void bwd_p(const ac_kernels *kern, const ac_attn_args *a, const ac_vis *vis,
                   const real *qb, const real *kp, int64_t pbk, const real *lse, int64_t i0,
-                  int64_t rows, int64_t j0, int64_t cols, int64_t bk, real *s) {
+                  int64_t rows, int64_t j0, int64_t cols, int64_t bk, real *s,
+                  const bwd_scratch *w) {
     kern->OPS.qk(rows, cols, a->dk, qb, a->q_stride[2], kp, pbk, (real)a->scale, s, bk, NULL);
+    if (vis->softcap > 0)
+        for (int64_t r = 0; r < rows; r++) {
+            kern->OPS.softcap(s + r * bk, cols, (real)vis->softcap);
+            memcpy(w->cap + r * bk, s + r * bk, (size_t)cols * sizeof(real));
+        }
+    if (vis->mods) modify_tile(kern, vis, i0, rows, rows, j0, cols, s, bk, 0);
     if (!ac_vis_clear(vis, i0, rows, j0, cols)) mask_tile(vis, i0, rows, rows, j0, cols, s, bk);
     for (int64_t r = 0; r < rows; r++) {
         if (lse[r] == -INFINITY) { /* the row saw nothing: no gradient */
@@ -62,14 +76,28 @@ static void bwd_p(const ac_kernels *kern, const ac_attn_args *a, const ac_vis *v
     }
 }
 
-/* dp (rows, bk) = dO·Vᵀ, then dS = P ∘ (dP − D) in place of dp. */
-static void bwd_ds(const ac_kernels *kern, const ac_attn_args *a, const real *dob, const real *vp,
-                   int64_t pbk, const real *Drow, int64_t rows, int64_t cols, int64_t bk,
-                   const real *p, real *dp) {
+/* dp (rows, bk) = dO·Vᵀ, then dS = P ∘ (dP − D) in place of dp: the gradient
+ * of the scores S, which dbias (if not NULL: rows ldb apart) receives.  Then,
+ * with a soft-cap, the gradient of the raw scores z: dS ∘ (1 − (t/cap)²). */
+static void bwd_ds(const ac_kernels *kern, const ac_attn_args *a, const ac_vis *vis,
+                   const real *dob, const real *vp, int64_t pbk, const real *Drow, int64_t rows,
+                   int64_t cols, int64_t bk, const real *p, real *dp, const bwd_scratch *w,
+                   real *dbias, int64_t ldb) {
     kern->OPS.qk(rows, cols, a->dv, dob, a->dv, vp, pbk, 1, dp, bk, NULL);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             dp[r * bk + c] = p[r * bk + c] * (dp[r * bk + c] - Drow[r]);
+    if (dbias)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(dbias + r * ldb, dp + r * bk, (size_t)cols * sizeof(real));
+    if (vis->softcap > 0) {
+        const real inv = 1 / (real)vis->softcap;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) {
+                const real u = w->cap[r * bk + c] * inv;
+                dp[r * bk + c] *= 1 - u * u;
+            }
+    }
 }
 
 static void transpose(const real *x, int64_t rows, int64_t cols, int64_t ldx, real *y) {
@@ -84,6 +112,7 @@ typedef struct {
     const real *q, *k, *lse, *dout; /* the inputs (out is only in D) */
     const real *kpack, *vpack;      /* packed K and V blocks of the band */
     const real *D;                  /* (B, H, n) rowsum(dO ∘ O) */
+    real *dbias;                    /* NULL, or (B, H, n, m): dS, written by pass A */
     const int64_t *kb0, *kb1;       /* each batch's band of K blocks */
     int64_t bq, bk, nqb, nband, kblock_vals, vblock_vals;
 } bwd_plan;
@@ -120,11 +149,13 @@ static void dkdv_block(const ac_kernels *kern, const ac_attn_args *a, const bwd_
                 continue;
             const real *q_tile = q_head(plan->q, a->q_stride, b, h) + i0 * ldq; /* (rows, dk) */
             const real *dob = plan->dout + r0 * dim_v;                           /* (rows, dv) */
-            bwd_p(kern, a, &vis, q_tile, kp, cols, plan->lse + r0, i0, rows, j0, cols, bk, w->p);
+            bwd_p(kern, a, &vis, q_tile, kp, cols, plan->lse + r0, i0, rows, j0, cols, bk, w->p,
+                  w);
             transpose(w->p, rows, cols, bk, w->tr); /* Pᵀ (cols, rows) */
             /* dV += Pᵀ·dO */
             kern->KV_OPS.pv(cols, rows, dim_v, w->tr, rows, dob, dim_v, dvb, dim_v);
-            bwd_ds(kern, a, dob, vp, cols, plan->D + r0, rows, cols, bk, w->p, w->ds);
+            bwd_ds(kern, a, &vis, dob, vp, cols, plan->D + r0, rows, cols, bk, w->p, w->ds, w,
+                   plan->dbias ? plan->dbias + r0 * m + j0 : NULL, m);
             transpose(w->ds, rows, cols, bk, w->tr); /* dSᵀ (cols, rows) */
             /* dK += dSᵀ·Q (the scale once, at the end) */
             kern->KV_OPS.pv(cols, rows, dim_k, w->tr, rows, q_tile, ldq, dkb, dim_k);
@@ -150,16 +181,16 @@ static void dq_block(const ac_kernels *kern, const ac_attn_args *a, const bwd_pl
     const real *dob = plan->dout + r0 * dim_v; /* (rows, dv) */
     real *dqb = dq + r0 * dim_k;               /* (rows, dk) */
     const real *kh = kv_head(plan->k, a->k_stride, b, hk);
-    const int64_t kv_begin = ac_vis_lo(&vis, i0) / bk * bk;
-    const int64_t kv_end = ac_vis_hi(&vis, i0 + rows - 1);
+    int64_t kv_begin, kv_end;
+    ac_vis_keys(&vis, i0, rows, bk, &kv_begin, &kv_end);
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
         const int64_t cols = m - j0 < bk ? m - j0 : bk;
         const int64_t slot = (b * Hkv + hk) * plan->nband + j0 / bk - plan->kb0[b];
         bwd_p(kern, a, &vis, q_tile, plan->kpack + slot * plan->kblock_vals, cols,
-              plan->lse + r0, i0, rows, j0, cols, bk, w->p);
-        bwd_ds(kern, a, dob, plan->vpack + slot * plan->vblock_vals, cols, plan->D + r0, rows,
-               cols, bk, w->p, w->ds);
+              plan->lse + r0, i0, rows, j0, cols, bk, w->p, w);
+        bwd_ds(kern, a, &vis, dob, plan->vpack + slot * plan->vblock_vals, cols, plan->D + r0,
+               rows, cols, bk, w->p, w->ds, w, NULL, 0);
         /* dQ += dS·K */
         kern->KV_OPS.pv(rows, cols, dim_k, w->ds, bk, kh + j0 * ldk, ldk, dqb, dim_k);
     }
@@ -178,7 +209,7 @@ static void rowsum_product(int64_t rows, int64_t cols, const real *x, const real
 
 int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const real *v,
                     const real *o, const real *lse, const real *dout, real *dq, real *dk,
-                    real *dv) {
+                    real *dv, real *dbias) {
     int rc = ac_check_attn(a, q, k, v, o, 1);
     if (rc != AC_OK) return rc;
     const int64_t B = a->batch, H = a->heads, Hkv = a->kv_heads, n = a->n, m = a->m;
@@ -206,7 +237,7 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
     ac_ws_part(&ws, &D, B * H * n, sizeof *D);
     if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
     band_blocks(a, bk, kb0, kb1);
-    const bwd_plan plan = {q, k, lse, dout, kpack, vpack, D, kb0, kb1, bq, bk,
+    const bwd_plan plan = {q, k, lse, dout, kpack, vpack, D, dbias, kb0, kb1, bq, bk,
                            (n + bq - 1) / bq, nband, kblock_vals, vblock_vals};
     int failed = 0;
     ac_stop stop;
@@ -223,7 +254,7 @@ int FN(ac_backward)(const ac_attn_args *a, const real *q, const real *k, const r
         rowsum_product(B * H * n, dim_v, dout, o, D);
         ac_team_finish(&stop, &arrived_prep);
         bwd_scratch w;
-        if (!bwd_scratch_carve(&w, bq, bk)) ac_team_failed(&failed);
+        if (!bwd_scratch_carve(&w, bq, bk, a->softcap > 0)) ac_team_failed(&failed);
         if (one_pass) {
             /* dK, dV and dQ, one (batch, kv head) a task, its K blocks in order */
             #pragma omp for schedule(dynamic, 1) nowait

@@ -45,11 +45,12 @@ static int decode_scratch_carve(decode_scratch *w, int64_t rows, int64_t dk, int
 /* Pass 1 for one task: keys [j_begin, j_end) of kv head hk of batch b
  * against the query rows of every head of its GQA group, stacked (g·n rows,
  * row r = head hk·g + r / n, query r % n), with the online softmax, into the
- * partial result o (rows, dv) and its log-sum-exp l_out (rows). */
+ * partial result o (rows, dv), its row maxima m_out and sums l_out (rows).  sinks: fold
+ * the rows' sinks in (one chunk of each row does). */
 static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const real *q,
                          const kvreal *k, const kvreal *v, int64_t b, int64_t hk,
-                         int64_t j_begin, int64_t j_end, const decode_scratch *w, real *o,
-                         real *l_out, ac_stop *stop) {
+                         int64_t j_begin, int64_t j_end, int sinks, const decode_scratch *w,
+                         real *o, real *m_out, real *l_out, ac_stop *stop) {
     const int64_t n = a->n, dk = a->dk, dv = a->dv, g = a->heads / a->kv_heads, rows = g * n;
     const int64_t bk = AC_DECODE_TILE_KEYS, ldk = a->k_stride[2], ldv = a->v_stride[2];
     ac_vis vis;
@@ -66,12 +67,20 @@ static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const re
         if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
         const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
         kern->KV_OPS.qkd(rows, cols, dk, w->q, dk, kh + j0 * ldk, ldk, (real)a->scale, w->s, bk);
+        if (vis.mods) modify_tile(kern, &vis, 0, rows, n, j0, cols, w->s, bk, 1);
         if (!ac_vis_clear(&vis, 0, n, j0, cols)) mask_tile(&vis, 0, rows, n, j0, cols, w->s, bk);
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv, NULL);
         pv_tile(kern, &vis, 0, rows, n, j0, cols, dv, w->s, bk, vh + j0 * ldv, ldv, o, dv, -1);
     }
-    online_finish(rows, w->mi, w->li, o, dv, l_out);
+    if (sinks && vis.sinks) /* each row's sink, once: in its first chunk only */
+        for (int64_t r = 0; r < rows; r++)
+            sink_fold((real)vis.sinks[r / n], w->mi + r, w->li + r, o + r * dv, dv);
+    online_finish(rows, w->mi, w->li, o, dv, NULL);
+    for (int64_t r = 0; r < rows; r++) { /* (max, sum), not lse: see merge_rows */
+        m_out[r] = w->li[r] > 0 || w->li[r] != w->li[r] ? w->mi[r] : -INFINITY;
+        l_out[r] = w->li[r];
+    }
 }
 
 static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
@@ -93,10 +102,11 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
     nch = m > 0 ? (m + chunk - 1) / chunk : 1;
     const int64_t ntasks = B * Hkv * nch;
     /* each task's partial output (rows, dv) and log-sum-exp (rows) */
-    real *part, *part_lse;
+    real *part, *part_max, *part_sum;
     ac_workspace ws = {0};
     ac_ws_part(&ws, &part, ac_product(ntasks, ac_product(rows, dv)), sizeof *part);
-    ac_ws_part(&ws, &part_lse, ac_product(ntasks, rows), sizeof *part_lse);
+    ac_ws_part(&ws, &part_max, ac_product(ntasks, rows), sizeof *part_max);
+    ac_ws_part(&ws, &part_sum, ac_product(ntasks, rows), sizeof *part_sum);
     if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
     int failed = 0;
     ac_stop stop;
@@ -113,8 +123,8 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
             if (!w.ws.base || ac_stop_poll(&stop)) continue;
             const int64_t j_begin = t % nch * chunk;
             decode_chunk(kern, a, q, k, v, t / (Hkv * nch), t / nch % Hkv, j_begin,
-                         j_begin + chunk < m ? j_begin + chunk : m, &w, part + t * rows * dv,
-                         part_lse + t * rows, &stop);
+                         j_begin + chunk < m ? j_begin + chunk : m, j_begin == 0, &w,
+                         part + t * rows * dv, part_max + t * rows, part_sum + t * rows, &stop);
         }
         ac_team_finish(&stop, &arrived);
         ac_ws_release(&w.ws); /* after the team meets: a fixed peak */
@@ -124,13 +134,15 @@ static int decode(const ac_attn_args *a, const real *q, const kvreal *k, const k
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < B * Hkv; bh++) {
             if (failed || ac_stopped(&stop)) continue;
-            const real *op[AC_MERGE_MAX_PARTS], *lp[AC_MERGE_MAX_PARTS];
+            const real *op[AC_MERGE_MAX_PARTS], *mp[AC_MERGE_MAX_PARTS], *sp[AC_MERGE_MAX_PARTS];
             for (int64_t c = 0; c < nch; c++) {
                 op[c] = part + (bh * nch + c) * rows * dv;
-                lp[c] = part_lse + (bh * nch + c) * rows;
+                mp[c] = part_max + (bh * nch + c) * rows;
+                sp[c] = part_sum + (bh * nch + c) * rows;
             }
             const int64_t b = bh / Hkv, hk = bh % Hkv, row0 = (b * H + hk * g) * n;
-            merge_rows(nch, rows, dv, op, dv, lp, 1, out + row0 * dv, dv, lse ? lse + row0 : NULL);
+            merge_rows(nch, rows, dv, op, dv, mp, 1, out + row0 * dv, dv, lse ? lse + row0 : NULL,
+                       sp);
         }
     }
     ac_ws_release(&ws);

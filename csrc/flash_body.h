@@ -70,7 +70,8 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
     const real scale = (real)a->scale;
     /* the band of keys any row of the block sees: blocks outside it are
      * never visited (above the causal diagonal, below the window, padding) */
-    const int64_t kv_begin = ac_vis_lo(vis, i0) / bk * bk, kv_end = ac_vis_hi(vis, i0 + rows - 1);
+    int64_t kv_begin, kv_end;
+    ac_vis_keys(vis, i0, rows, bk, &kv_begin, &kv_end);
     flash_counts counts = {0, 0};
 
     online_start(rows, w->mi, w->li, t->out, dv);
@@ -85,10 +86,13 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         counts.edges += edge;
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = -INFINITY;
+        const int fused = !edge && !vis->mods; /* the maxima fused into qk's store */
         kern->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk - t->kb0) * psize,
-                  m - j0 < bk ? m - j0 : bk, scale, w->s, bk, edge ? NULL : w->bmax);
-        if (edge) { /* a block on the diagonal or the band's edge: mask, then take the maxima */
-            mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
+                  m - j0 < bk ? m - j0 : bk, scale, w->s, bk, fused ? w->bmax : NULL);
+        if (!fused) { /* modifiers, or a block on the diagonal or the band's edge: the
+                       * scores modified, masked, then their maxima */
+            if (vis->mods) modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, 1);
+            if (edge) mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
             for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         }
         /* pass 2: online softmax update, row by row, while the next block's
@@ -108,6 +112,9 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv, t->out,
                 dv, t->vfin[j0 / bk - t->kb0]);
     }
+    if (vis->sinks)
+        for (int64_t r = 0; r < rows; r++)
+            sink_fold((real)vis->sinks[0], w->mi + r, w->li + r, t->out + r * dv, dv);
     online_finish(rows, w->mi, w->li, t->out, dv, t->lse);
     return counts;
 }

@@ -38,12 +38,18 @@
  *         store of the tile.
  * rowmax: the NaN-propagating max of x[0..n), -inf for n == 0.
  * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
+ * softcap: x[i] = cap·tanh(x[i] / cap) in place (cap > 0).
+ * alibi:  x[i] -= slope·|dist - i| in place (ALiBi, dist the distance at i = 0).
+ * addrow: x[i] += b[i] (a row of the additive bias, contiguous).
  */
 typedef struct {
     void (*qk)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *kp,
                int64_t pbk, float scale, float *s, int64_t lds, float *rmax);
     float (*rowmax)(const float *x, int64_t n);
     float (*expsum)(float *x, int64_t n, float shift);
+    void (*softcap)(float *x, int64_t n, float cap);
+    void (*alibi)(float *x, int64_t n, float dist, float slope);
+    void (*addrow)(float *x, const float *b, int64_t n);
 } ac_ops_f32;
 
 typedef struct {
@@ -52,6 +58,9 @@ typedef struct {
                double *rmax);
     double (*rowmax)(const double *x, int64_t n);
     double (*expsum)(double *x, int64_t n, double shift);
+    void (*softcap)(double *x, int64_t n, double cap);
+    void (*alibi)(double *x, int64_t n, double dist, double slope);
+    void (*addrow)(double *x, const double *b, int64_t n);
 } ac_ops_f64;
 
 /* pack:   kp = a K block (bk, d) in the layout qk reads (Kᵀ for the SIMD
@@ -112,8 +121,12 @@ typedef struct {
  * <kernel>_<isa>_<type>, as every kern_*.c does: AC_KERNEL_SETS(avx2) fills
  * .f32 with qk_avx2_f32, rowmax_avx2_f32, expsum_avx2_f32, and so on. */
 #define AC_KERNEL_SETS(isa)                                                                 \
-    .f32 = {.qk = qk_##isa##_f32, .rowmax = rowmax_##isa##_f32, .expsum = expsum_##isa##_f32}, \
-    .f64 = {.qk = qk_##isa##_f64, .rowmax = rowmax_##isa##_f64, .expsum = expsum_##isa##_f64}, \
+    .f32 = {.qk = qk_##isa##_f32, .rowmax = rowmax_##isa##_f32, .expsum = expsum_##isa##_f32,   \
+            .softcap = softcap_##isa##_f32, .alibi = alibi_##isa##_f32,                     \
+            .addrow = addrow_##isa##_f32},                                              \
+    .f64 = {.qk = qk_##isa##_f64, .rowmax = rowmax_##isa##_f64, .expsum = expsum_##isa##_f64,   \
+            .softcap = softcap_##isa##_f64, .alibi = alibi_##isa##_f64,                     \
+            .addrow = addrow_##isa##_f64},                                              \
     .kv_f32 = {.pack = pack_##isa##_f32, .qkd = qkd_##isa##_f32, .pv = pv_##isa##_f32},       \
     .kv_f64 = {.pack = pack_##isa##_f64, .qkd = qkd_##isa##_f64, .pv = pv_##isa##_f64},       \
     .kv_f16 = {.pack = pack_##isa##_f16, .qkd = qkd_##isa##_f16, .pv = pv_##isa##_f16},       \
@@ -280,15 +293,30 @@ static inline int ac_muladd(int64_t a, int64_t b, int64_t c, int64_t *r) {
 }
 
 /* ---- which keys a row sees ---------------------------------------------
+ * The one definition of visibility, which every kernel uses.
  * For one (batch, head): row i sees the keys [lo(i), hi(i)) that the boolean
- * mask also allows.  hi and lo never decrease with i, which is what lets the
- * blockwise kernel skip whole blocks outside the band. */
+ * mask also allows.  Causal compares positions: row i at q_offset + i, key j
+ * at k_offset + j (bottom-right aligned by default), so a block of queries
+ * and a block of keys from anywhere in a sequence get the band right.  hi
+ * and lo never decrease with i, which is what lets the blockwise kernel skip
+ * whole blocks outside the band.  An additive bias of -inf hides a key too,
+ * as the mask does (pv_tile, plain.c), though the band does not know it. */
 typedef struct {
     int64_t n, m;             /* query rows; keys in play (key_lengths applied) */
+    int64_t delta;            /* query position - key position at i = j = 0: row i sees
+                                 keys j <= i + delta (bottom-right by default: m - n) */
     int causal;
     int64_t window;           /* 0: none */
     const uint8_t *mask;      /* (n, m) view for this (batch, head), or NULL */
     int64_t mask_rs, mask_cs; /* its strides in bytes */
+    /* The score modifiers (attncore.h) from head h on: decode stacks the rows
+     * of several heads, which step through them by the head strides. */
+    const void *bias;         /* the bias array, or NULL; head h's plane at bias_off */
+    int64_t bias_off, bias_hs, bias_rs, bias_cs; /* elements */
+    const double *alibi;      /* slopes, from head h on, or NULL */
+    const double *sinks;      /* sink logits, from head h on, or NULL */
+    double softcap;           /* 0: none */
+    int mods;                 /* bias, alibi or softcap: the scores go through modify_tile */
 } ac_vis;
 
 /* Where batch b's mask starts (the mask must not be NULL). */
@@ -303,23 +331,43 @@ static inline void ac_vis_init(ac_vis *v, const ac_attn_args *a, int64_t b, int6
         int64_t len = a->key_lengths[b];
         v->m = len < 0 ? 0 : (len < a->m ? len : a->m);
     }
+    v->delta = (a->q_offset ? a->q_offset[b] : v->m - v->n) - (a->k_offset ? a->k_offset[b] : 0);
     v->causal = a->causal;
     v->window = a->causal ? a->window : 0;
     v->mask = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1] : NULL;
     v->mask_rs = a->mask_stride[2];
     v->mask_cs = a->mask_stride[3];
+    v->bias = a->bias;
+    v->bias_off = a->bias ? a->bias_batch[b] + h * a->bias_stride[0] : 0;
+    v->bias_hs = a->bias_stride[0];
+    v->bias_rs = a->bias_stride[1];
+    v->bias_cs = a->bias_stride[2];
+    v->alibi = a->alibi ? a->alibi + h : NULL;
+    v->sinks = a->sinks ? a->sinks + h : NULL;
+    v->softcap = a->softcap;
+    v->mods = a->bias || a->alibi || a->softcap > 0;
 }
 
 static inline int64_t ac_vis_hi(const ac_vis *v, int64_t i) {
     if (!v->causal) return v->m;
-    int64_t e = i + 1 + (v->m - v->n);
+    int64_t e = i + 1 + v->delta;
     return e < 0 ? 0 : (e > v->m ? v->m : e);
 }
 
 static inline int64_t ac_vis_lo(const ac_vis *v, int64_t i) {
     if (v->window <= 0) return 0;
-    int64_t lo = i + 1 + (v->m - v->n) - v->window, hi = ac_vis_hi(v, i);
+    int64_t lo = i + 1 + v->delta - v->window, hi = ac_vis_hi(v, i);
     return lo < 0 ? 0 : (lo > hi ? hi : lo);
+}
+
+/* The keys rows [i0, i0+rows) visit blockwise: [*begin, *end), begin on a
+ * block boundary.  Empty when no row sees a key (a window that ends before
+ * the keys do, say): rounding lo down must not bring such rows a tile. */
+static inline void ac_vis_keys(const ac_vis *v, int64_t i0, int64_t rows, int64_t bk,
+                               int64_t *begin, int64_t *end) {
+    const int64_t lo = ac_vis_lo(v, i0), hi = ac_vis_hi(v, i0 + rows - 1);
+    *begin = lo / bk * bk;
+    *end = hi > lo ? hi : *begin;
 }
 
 /* Rows [i0, i0+rows) see every key of [j0, j0+cols): nothing to mask. */

@@ -134,6 +134,7 @@ AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 #define V_ZERO _mm256_setzero_ps
 #define V_FMA _mm256_fmadd_ps
 #define V_MUL _mm256_mul_ps
+#define V_DIV _mm256_div_ps
 #define V_ADD _mm256_add_ps
 #define V_SUB _mm256_sub_ps
 #define V_MAX _mm256_max_ps
@@ -194,6 +195,7 @@ AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 #define V_ZERO _mm256_setzero_pd
 #define V_FMA _mm256_fmadd_pd
 #define V_MUL _mm256_mul_pd
+#define V_DIV _mm256_div_pd
 #define V_ADD _mm256_add_pd
 #define V_SUB _mm256_sub_pd
 #define V_MAX _mm256_max_pd

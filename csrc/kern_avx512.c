@@ -46,6 +46,7 @@
 #define V_ZERO _mm512_setzero_ps
 #define V_FMA _mm512_fmadd_ps
 #define V_MUL _mm512_mul_ps
+#define V_DIV _mm512_div_ps
 #define V_ADD _mm512_add_ps
 #define V_SUB _mm512_sub_ps
 #define V_MAX _mm512_max_ps
@@ -57,7 +58,11 @@
 #define VN_ACC(acc, v) ((acc) | _mm512_cmp_ps_mask((v), (v), _CMP_UNORD_Q))
 #define VN_ANY(acc) ((acc) != 0)
 #define V_ROUND(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define V_EXP_CLAMP(x) (x)
+/* Held at EXP_LO from below (max with the constant first keeps NaN): a lane
+ * far below it would make scalef produce a subnormal, a microcode assist that
+ * doubled the exp pass under ALiBi's large negative scores; the mask below
+ * sets such lanes to 0 either way, so no result changes. */
+#define V_EXP_CLAMP(x) V_MAX(V_SET1(EXP_LO), (x))
 /* scalef is p·2^n with the exponent handled in hardware: no bit tricks, no
  * overflow at n = 128; the two masks then set the out-of-range lanes. */
 #define V_EXP_FINISH(p, n, x)                                                                 \
@@ -109,6 +114,7 @@
 #define V_ZERO _mm512_setzero_pd
 #define V_FMA _mm512_fmadd_pd
 #define V_MUL _mm512_mul_pd
+#define V_DIV _mm512_div_pd
 #define V_ADD _mm512_add_pd
 #define V_SUB _mm512_sub_pd
 #define V_MAX _mm512_max_pd
@@ -120,7 +126,7 @@
 #define VN_ACC(acc, v) ((acc) | _mm512_cmp_pd_mask((v), (v), _CMP_UNORD_Q))
 #define VN_ANY(acc) ((acc) != 0)
 #define V_ROUND(x) _mm512_roundscale_pd((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define V_EXP_CLAMP(x) (x)
+#define V_EXP_CLAMP(x) V_MAX(V_SET1(EXP_LO), (x)) /* as for float: no subnormal scalef */
 #define V_EXP_FINISH(p, n, x)                                                                 \
     _mm512_mask_blend_pd(_mm512_cmp_pd_mask((x), V_SET1(EXP_LO), _CMP_LT_OQ),                 \
                          _mm512_mask_blend_pd(_mm512_cmp_pd_mask((x), V_SET1(EXP_HI), _CMP_GT_OQ), \

@@ -111,6 +111,7 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #define V_ZERO() vdupq_n_f32(0)
 #define V_FMA(a, b, c) vfmaq_f32((c), (a), (b))
 #define V_MUL vmulq_f32
+#define V_DIV vdivq_f32
 #define V_ADD vaddq_f32
 #define V_SUB vsubq_f32
 #define V_MAX vmaxq_f32
@@ -170,6 +171,7 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #define V_ZERO() vdupq_n_f64(0)
 #define V_FMA(a, b, c) vfmaq_f64((c), (a), (b))
 #define V_MUL vmulq_f64
+#define V_DIV vdivq_f64
 #define V_ADD vaddq_f64
 #define V_SUB vsubq_f64
 #define V_MAX vmaxq_f64

@@ -1,5 +1,5 @@
 /* kern_scalar_ops.h — the portable kernels on reals alone (qk, rowmax,
- * expsum), for one element type: included by kern_scalar.c for float32 and
+ * expsum, softcap, alibi, addrow), for one element type: included by kern_scalar.c for float32 and
  * float64, after kern_scalar_kv.h for the same type (qk reuses its qkd).
  * <tgmath.h> makes exp the float or double function. */
 
@@ -31,4 +31,22 @@ static real FN(expsum)(real *x, int64_t n, real shift) {
         sum += x[i];
     }
     return sum;
+}
+
+/* x = cap·tanh(x / cap) in place: the logit soft-cap. */
+static void FN(softcap)(real *x, int64_t n, real cap) {
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanh(x[i] / cap);
+}
+
+/* x[c] -= slope·|dist - c|: ALiBi's penalty by distance. */
+static void FN(alibi)(real *x, int64_t n, real dist, real slope) {
+    for (int64_t i = 0; i < n; i++) {
+        const real di = dist - (real)i;
+        x[i] -= slope * (di < 0 ? -di : di);
+    }
+}
+
+/* x[c] += b[c]: a row of the additive bias. */
+static void FN(addrow)(real *x, const real *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += b[i];
 }

@@ -8,7 +8,7 @@
  * The vocabulary:
  *   real, FN(x)         element type, and the name (x_avx512_f32, ...)
  *   VT, VL              vector type, lanes
- *   V_LOADU V_STOREU V_SET1 V_ZERO V_FMA(a,b,c)=a*b+c V_MUL V_ADD V_SUB V_MAX V_MIN
+ *   V_LOADU V_STOREU V_SET1 V_ZERO V_FMA(a,b,c)=a*b+c V_MUL V_DIV V_ADD V_SUB V_MAX V_MIN
  *   V_HMAX V_HSUM       horizontal max / sum to a scalar
  *   VN_T VN_INIT VN_ACC(acc, v) VN_ANY(acc)   "has a NaN been seen" accumulator
  *   V_ROUND(x)          round to nearest integer (as a real vector)
@@ -96,6 +96,64 @@ static real FN(expsum)(real *x, int64_t n, real shift) {
         }
     }
     return sum;
+}
+
+/* x = cap·tanh(x / cap) in place (Gemma 2's logit soft-cap), by the same exp:
+ * tanh(y) = (e - 1) / (e + 1) with e = exp(2y), 2y held to [-40, 40] where
+ * tanh is ±1 to the last bit in either type (the clamp keeps NaN: V_MIN and
+ * V_MAX with the constant first return the other operand when it is NaN).
+ * Near 0 the subtraction costs relative accuracy, not absolute: the error is
+ * a few ulp of cap, which is what softmax sees. */
+static void FN(softcap)(real *x, int64_t n, real cap) {
+    const VT c = V_SET1(cap), two_over_c = V_SET1(2 / cap), one = V_SET1(1);
+    const VT hi = V_SET1(40), lo = V_SET1(-40);
+    int64_t i = 0;
+    for (;; i += VL) {
+        real tmp[VL];
+        const int tail = i + VL > n;
+        if (tail) {
+            if (i >= n) break;
+            for (int64_t t = 0; t < VL; t++) tmp[t] = i + t < n ? x[i + t] : 0;
+        }
+        VT y = V_MUL(tail ? V_LOADU(tmp) : V_LOADU(x + i), two_over_c);
+        y = V_MAX(lo, V_MIN(hi, y));
+        const VT e = FN(vexp)(y);
+        const VT r = V_MUL(c, V_DIV(V_SUB(e, one), V_ADD(e, one)));
+        if (!tail) {
+            V_STOREU(x + i, r);
+            continue;
+        }
+        V_STOREU(tmp, r);
+        for (int64_t t = 0; i + t < n; t++) x[i + t] = tmp[t];
+        break;
+    }
+}
+
+/* x[c] += b[c]: a row of the additive bias, in this ISA's vectors. */
+static void FN(addrow)(real *x, const real *b, int64_t n) {
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) V_STOREU(x + i, V_ADD(V_LOADU(x + i), V_LOADU(b + i)));
+    for (; i < n; i++) x[i] += b[i];
+}
+
+/* x[c] -= slope·|dist - c|: ALiBi's linear penalty on the distance between a
+ * query and key j0 + c, dist being that distance at c = 0 (as a real: exact
+ * for distances under 2^24 in float, 2^53 in double). */
+static void FN(alibi)(real *x, int64_t n, real dist, real slope) {
+    real iota[VL];
+    for (int t = 0; t < VL; t++) iota[t] = (real)t;
+    const VT vs = V_SET1(slope), step = V_SET1((real)VL), zero = V_ZERO();
+    VT d = V_SUB(V_SET1(dist), V_LOADU(iota)); /* dist - c, lane by lane */
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        const VT ad = V_MAX(d, V_SUB(zero, d));
+        V_STOREU(x + i, V_SUB(V_LOADU(x + i), V_MUL(vs, ad)));
+        d = V_SUB(d, step);
+    }
+    for (; i < n; i++) {
+        const real di = dist - (real)i;
+        x[i] -= slope * (di < 0 ? -di : di);
+    }
 }
 
 static real FN(rowmax)(const real *x, int64_t n) {

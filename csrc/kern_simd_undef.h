@@ -14,6 +14,7 @@
 #undef V_ZERO
 #undef V_FMA
 #undef V_MUL
+#undef V_DIV
 #undef V_ADD
 #undef V_SUB
 #undef V_MAX

@@ -36,7 +36,7 @@ int FN(ac_merge)(int64_t parts, int64_t rows, int64_t dv, const real *const *o,
             lp[c] = lse[c] + r0;
         }
         merge_rows(parts, nr, dv, op, dv, lp, 1, dv > 0 ? out + r0 * dv : NULL, dv,
-                   lse_out ? lse_out + r0 : NULL);
+                   lse_out ? lse_out + r0 : NULL, NULL);
     }
     return AC_OK;
 }

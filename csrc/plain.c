@@ -1,6 +1,6 @@
 /* plain.c — attention exactly as the formula reads, in plain C loops.
  *
- *     out = softmax(Q·Kᵀ·scale, masked) · V
+ *     out = softmax(Q·Kᵀ·scale, modified, masked) · V
  *
  * Read this file first.  It is the whole algorithm in one function per
  * element type (ac_plain_f32, ac_plain_f64; the two differ only in `float`
@@ -15,14 +15,18 @@
  * keeps the table (flash_body.h).  Every buffer says its
  * shape; the passes are numbered as on paper:
  *
- *   pass 1: scores   s_j = scale · q_i·k_j        for the keys row i sees
+ *   pass 1: scores   s_j = scale · q_i·k_j        for the keys row i sees,
+ *            then the modifiers: s_j = cap·tanh(s_j/cap) (soft-cap), + bias_ij,
+ *            − slope·|qpos_i − kpos_j| (ALiBi)
  *   pass 2: max      mx  = max_j s_j              (so no exp overflows)
- *   pass 3: exp, sum p_j = exp(s_j - mx), l = Σ p_j
+ *   pass 3: exp, sum p_j = exp(s_j - mx), l = Σ p_j  (+ exp(sink − mx): a sink)
  *   pass 4: output   out_i = Σ_j (p_j / l) · v_j, lse_i = mx + log l
  *
- * Which keys row i sees: causal is bottom-right aligned, key j <= i + (m - n),
- * and it is the loop's upper bound (hi), not a branch; a window of w keys
- * moves the lower bound (lo); key_lengths shorten m per batch; a boolean
+ * Which keys row i sees (ac_vis in internal.h, shared by every kernel): causal
+ * compares positions, key j <= i + (m - n) by default (bottom-right aligned;
+ * q_offset and k_offset place both anywhere), and it is the loop's upper
+ * bound (hi), not a branch; a window of w keys moves the lower bound (lo);
+ * key_lengths shorten m per batch; a boolean
  * mask skips single keys.  A row that sees no key gives 0 and lse = -inf
  * (never 0/0 = NaN), and a masked key never reaches a row, even if its
  * value is inf or NaN; a visible key's value always does, even at weight 0.
@@ -50,25 +54,27 @@ int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const fl
     ac_stop stop;
     ac_stop_init(&stop, a);
     for (int64_t b = 0; b < B; b++) {
-        /* keys [0, m) are real; with key_lengths the rest is padding */
-        int64_t m = a->key_lengths ? a->key_lengths[b] : a->m;
-        m = m < 0 ? 0 : (m > a->m ? a->m : m);
         for (int64_t h = 0; h < H; h++) {
+            /* which keys each row sees (internal.h, the one definition every kernel
+             * uses): keys [0, vis.m) are real (key_lengths), and row i sees [lo, hi) */
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
             const float *qh = q + b * a->q_stride[0] + h * a->q_stride[1];           /* (n, dk) */
             const float *kh = k + b * a->k_stride[0] + h / group * a->k_stride[1];   /* (m, dk) */
             const float *vh = v + b * a->v_stride[0] + h / group * a->v_stride[1];   /* (m, dv) */
             const uint8_t *mh = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1]
                                         : NULL;                                     /* (n, m) */
+            const float *bh = a->bias ? (const float *)a->bias + a->bias_batch[b] +
+                                          h * a->bias_stride[0]
+                                    : NULL;                                     /* (n, m) */
+            const float cap = (float)a->softcap;
             float *oh = out + (b * H + h) * n * dv;                                 /* (n, dv) */
             for (int64_t i = 0; i < n; i++) {
                 if (ac_stop_poll(&stop)) goto stopped;
                 const float *qi = qh + i * a->q_stride[2]; /* (dk) */
                 float *oi = oh + i * dv;                   /* (dv) */
                 /* the keys row i sees: [lo, hi) */
-                int64_t hi = a->causal ? i + 1 + (m - n) : m;
-                hi = hi < 0 ? 0 : (hi > m ? m : hi);
-                int64_t lo = a->causal && a->window > 0 ? i + 1 + (m - n) - a->window : 0;
-                lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
+                const int64_t hi = ac_vis_hi(&vis, i), lo = ac_vis_lo(&vis, i);
 
                 /* pass 1: the scores, and pass 2: their max */
                 float mx = -INFINITY;
@@ -81,8 +87,18 @@ int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const fl
                     float dot = 0.0f;
                     for (int64_t t = 0; t < dk; t++) dot += qi[t] * kj[t];
                     s[j] = dot * (float)a->scale;
+                    /* the score modifiers, in their order (attncore.h) */
+                    if (a->softcap > 0) s[j] = cap * tanhf(s[j] / cap);
+                    if (bh) s[j] += bh[i * a->bias_stride[1] + j * a->bias_stride[2]];
+                    if (a->alibi) {
+                        const int64_t dist = i + vis.delta - j; /* qpos - kpos */
+                        s[j] -= (float)a->alibi[h] * (float)(dist < 0 ? -dist : dist);
+                    }
                     if (s[j] > mx || s[j] != s[j]) mx = s[j]; /* NaN wins */
                 }
+                /* a sink is one more term in the sum, exp(sink), with no value */
+                const float sink = a->sinks ? (float)a->sinks[h] : -INFINITY;
+                if (sink > mx && mx == mx) mx = sink;
                 /* pass 3: exponentials relative to the max (all <= 1) and their sum;
                  * when every score is -inf (or there is no key) every weight is 0 */
                 float l = 0.0f;
@@ -90,6 +106,7 @@ int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const fl
                     s[j] = mx == -INFINITY ? 0.0f : expf(s[j] - mx); /* a masked key: 0 */
                     l += s[j];
                 }
+                if (sink != -INFINITY && mx != -INFINITY) l += expf(sink - mx);
                 /* pass 4: out_i = Σ_j (p_j / l)·v_j over the keys the row sees.  A hidden
                  * key is skipped; a visible one counts even at weight 0, so that its inf
                  * or NaN value reaches the row (0·inf is NaN), as in every kernel. */
@@ -97,6 +114,8 @@ int ac_plain_f32(const ac_attn_args *a, const float *q, const float *k, const fl
                 for (int64_t j = lo; j < hi; j++) {
                     if (mh && !mh[i * a->mask_stride[2] + j * a->mask_stride[3]])
                         continue; /* hidden: its value, even inf or NaN, never reaches the row */
+                    if (bh && bh[i * a->bias_stride[1] + j * a->bias_stride[2]] == -INFINITY)
+                        continue; /* a bias of -inf hides a key as the mask does */
                     const float p = l != 0.0f ? s[j] / l : 0.0f;
                     const float *vj = vh + j * a->v_stride[2]; /* (dv) */
                     for (int64_t c = 0; c < dv; c++) oi[c] += p * vj[c];
@@ -122,25 +141,27 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
     ac_stop stop;
     ac_stop_init(&stop, a);
     for (int64_t b = 0; b < B; b++) {
-        /* keys [0, m) are real; with key_lengths the rest is padding */
-        int64_t m = a->key_lengths ? a->key_lengths[b] : a->m;
-        m = m < 0 ? 0 : (m > a->m ? a->m : m);
         for (int64_t h = 0; h < H; h++) {
+            /* which keys each row sees (internal.h, the one definition every kernel
+             * uses): keys [0, vis.m) are real (key_lengths), and row i sees [lo, hi) */
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
             const double *qh = q + b * a->q_stride[0] + h * a->q_stride[1];          /* (n, dk) */
             const double *kh = k + b * a->k_stride[0] + h / group * a->k_stride[1];  /* (m, dk) */
             const double *vh = v + b * a->v_stride[0] + h / group * a->v_stride[1];  /* (m, dv) */
             const uint8_t *mh = a->mask ? ac_mask_plane(a, b) + h * a->mask_stride[1]
                                         : NULL;                                     /* (n, m) */
+            const double *bh = a->bias ? (const double *)a->bias + a->bias_batch[b] +
+                                          h * a->bias_stride[0]
+                                    : NULL;                                     /* (n, m) */
+            const double cap = (double)a->softcap;
             double *oh = out + (b * H + h) * n * dv;                                /* (n, dv) */
             for (int64_t i = 0; i < n; i++) {
                 if (ac_stop_poll(&stop)) goto stopped;
                 const double *qi = qh + i * a->q_stride[2]; /* (dk) */
                 double *oi = oh + i * dv;                   /* (dv) */
                 /* the keys row i sees: [lo, hi) */
-                int64_t hi = a->causal ? i + 1 + (m - n) : m;
-                hi = hi < 0 ? 0 : (hi > m ? m : hi);
-                int64_t lo = a->causal && a->window > 0 ? i + 1 + (m - n) - a->window : 0;
-                lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
+                const int64_t hi = ac_vis_hi(&vis, i), lo = ac_vis_lo(&vis, i);
 
                 /* pass 1: the scores, and pass 2: their max */
                 double mx = -INFINITY;
@@ -153,8 +174,18 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
                     double dot = 0.0;
                     for (int64_t t = 0; t < dk; t++) dot += qi[t] * kj[t];
                     s[j] = dot * a->scale;
+                    /* the score modifiers, in their order (attncore.h) */
+                    if (a->softcap > 0) s[j] = cap * tanh(s[j] / cap);
+                    if (bh) s[j] += bh[i * a->bias_stride[1] + j * a->bias_stride[2]];
+                    if (a->alibi) {
+                        const int64_t dist = i + vis.delta - j; /* qpos - kpos */
+                        s[j] -= (double)a->alibi[h] * (double)(dist < 0 ? -dist : dist);
+                    }
                     if (s[j] > mx || s[j] != s[j]) mx = s[j]; /* NaN wins */
                 }
+                /* a sink is one more term in the sum, exp(sink), with no value */
+                const double sink = a->sinks ? (double)a->sinks[h] : -INFINITY;
+                if (sink > mx && mx == mx) mx = sink;
                 /* pass 3: exponentials relative to the max (all <= 1) and their sum;
                  * when every score is -inf (or there is no key) every weight is 0 */
                 double l = 0.0;
@@ -162,6 +193,7 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
                     s[j] = mx == -INFINITY ? 0.0 : exp(s[j] - mx); /* a masked key: 0 */
                     l += s[j];
                 }
+                if (sink != -INFINITY && mx != -INFINITY) l += exp(sink - mx);
                 /* pass 4: out_i = Σ_j (p_j / l)·v_j over the keys the row sees.  A hidden
                  * key is skipped; a visible one counts even at weight 0, so that its inf
                  * or NaN value reaches the row (0·inf is NaN), as in every kernel. */
@@ -169,6 +201,8 @@ int ac_plain_f64(const ac_attn_args *a, const double *q, const double *k, const 
                 for (int64_t j = lo; j < hi; j++) {
                     if (mh && !mh[i * a->mask_stride[2] + j * a->mask_stride[3]])
                         continue; /* hidden: its value, even inf or NaN, never reaches the row */
+                    if (bh && bh[i * a->bias_stride[1] + j * a->bias_stride[2]] == -INFINITY)
+                        continue; /* a bias of -inf hides a key as the mask does */
                     const double p = l != 0.0 ? s[j] / l : 0.0;
                     const double *vj = vh + j * a->v_stride[2]; /* (dv) */
                     for (int64_t c = 0; c < dv; c++) oi[c] += p * vj[c];

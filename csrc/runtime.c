@@ -254,6 +254,21 @@ int ac_check_attn(const ac_attn_args *a, const void *q, const void *k, const voi
     if (!(a->scale > 0) || !isfinite(a->scale)) return AC_EINVAL;
     if (a->block_q < 0 || a->block_k < 0 || a->window < 0) return AC_EINVAL;
     if (a->window > 0 && !a->causal) return AC_EINVAL; /* a window is a causal band */
+    /* positions within ±2^60 and a window within 2^62: i + 1 + delta - window never overflows */
+    if (a->window > AC_MAX_POSITION * 4) return AC_EINVAL;
+    for (int64_t b = 0; b < a->batch; b++) {
+        if (a->q_offset && (a->q_offset[b] < -AC_MAX_POSITION || a->q_offset[b] > AC_MAX_POSITION))
+            return AC_EINVAL;
+        if (a->k_offset && (a->k_offset[b] < -AC_MAX_POSITION || a->k_offset[b] > AC_MAX_POSITION))
+            return AC_EINVAL;
+    }
+    /* The score modifiers: a finite soft-cap, finite slopes, sinks not NaN or +inf */
+    if (!(a->softcap >= 0) || !isfinite(a->softcap)) return AC_EINVAL;
+    if (a->bias && !a->bias_batch) return AC_EINVAL;
+    for (int64_t h = 0; h < a->heads; h++) {
+        if (a->alibi && !isfinite(a->alibi[h])) return AC_EINVAL;
+        if (a->sinks && (a->sinks[h] != a->sinks[h] || a->sinks[h] == INFINITY)) return AC_EINVAL;
+    }
     /* Sizes must be representable: B·H·n·max(m, dv, dk) elements. */
     int64_t bh, rows, t;
     if (!ac_mul(a->batch, a->heads, &bh) || !ac_mul(bh, a->n, &rows)) return AC_ENOMEM;

@@ -31,7 +31,7 @@ int FN(ac_softmax)(int64_t rows, int64_t cols, const real *x, real *y, real *lse
     for (int64_t r = 0; r < rows; r++) {
         real *yr = y + r * cols; /* (cols) */
         if (yr != x + r * cols) memcpy(yr, x + r * cols, (size_t)cols * sizeof(real));
-        real l = softmax_row(kern, yr, cols);
+        real l = softmax_row(kern, yr, cols, -INFINITY);
         if (lse) lse[r] = l;
     }
     return AC_OK;

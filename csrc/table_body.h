@@ -8,7 +8,8 @@
  * Naive attention does what the formula says, one pass at a time, and keeps
  * the whole n×m table in memory between passes:
  *
- *   pass 1: S = Q·Kᵀ·scale          (n, m)  every cell, masked ones included
+ *   pass 1: S = Q·Kᵀ·scale          (n, m)  every cell, masked ones included,
+ *           then the score modifiers (soft-cap, bias, ALiBi: modify_tile)
  *   pass 2: S[i, j] = -inf where the mask hides key j from query i
  *   pass 3: A = softmax(S) by rows   (n, m)  in place
  *   pass 4: O = A·V                  (n, dv)
@@ -46,6 +47,7 @@ static void score_table(const ac_kernels *kern, const ac_attn_args *a, const ac_
             kern->OPS.qk(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
                          s + i0 * m + j0, m, NULL);
         }
+        if (vis->mods) modify_tile(kern, vis, i0, rows, rows, 0, m, s + i0 * m, m, 1);
         if (!ac_vis_clear(vis, i0, rows, 0, m))
             mask_tile(vis, i0, rows, rows, 0, m, s + i0 * m, m);
     }
@@ -92,8 +94,9 @@ int FN(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     if (n == 0 || bh == 0) return AC_OK;
     if (m == 0) { /* no keys at all: every row sees nothing */
         memset(out, 0, (size_t)(bh * n * dv) * sizeof(real));
-        if (lse)
-            for (int64_t i = 0; i < bh * n; i++) lse[i] = -INFINITY;
+        if (lse) /* a sink is the one term left */
+            for (int64_t i = 0; i < bh * n; i++)
+                lse[i] = a->sinks ? (real)a->sinks[i / n % a->heads] : -INFINITY;
         return AC_OK;
     }
     const ac_kernels *kern = ac_kernels_active();
@@ -134,7 +137,8 @@ int FN(ac_naive)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
             #pragma omp for schedule(static)
             for (int64_t i = 0; i < n; i++) {
                 if (ac_stop_poll(&stop)) continue;
-                real l = softmax_row(kern, s + i * m, m);
+                real l = softmax_row(kern, s + i * m, m,
+                                     vis.sinks ? (real)vis.sinks[0] : -INFINITY);
                 if (lse) lse[hb * n + i] = l;
             }
             /* pass 4: O = A·V */

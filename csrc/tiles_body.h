@@ -46,6 +46,51 @@ static inline void mask_tile(const ac_vis *v, int64_t i0, int64_t rows, int64_t 
     }
 }
 
+/* ---- score modifiers ----------------------------------------------------
+ * The raw tile s = scale·Q·Kᵀ becomes softcap·tanh(s/softcap) + bias +
+ * ALiBi (attncore.h), before the mask.  Rows as in mask_tile: row r is query
+ * i0 + r % period of head h + r / period (decode stacks a GQA group's heads).
+ * with_softcap 0: the caller applied the soft-cap itself (backward keeps the
+ * capped tile for its gradient). */
+static inline void modify_tile(const ac_kernels *kern, const ac_vis *v, int64_t i0, int64_t rows,
+                               int64_t period, int64_t j0, int64_t cols, real *s, int64_t lds,
+                               int with_softcap) {
+    for (int64_t r = 0; r < rows; r++) {
+        real *sr = s + r * lds; /* (cols) */
+        const int64_t i = i0 + r % period, hh = r / period;
+        if (with_softcap && v->softcap > 0) kern->OPS.softcap(sr, cols, (real)v->softcap);
+        if (v->bias) {
+            const real *br = (const real *)v->bias + v->bias_off + hh * v->bias_hs +
+                             i * v->bias_rs + j0 * v->bias_cs;
+            if (v->bias_cs == 1)
+                kern->OPS.addrow(sr, br, cols);
+            else
+                for (int64_t c = 0; c < cols; c++) sr[c] += br[c * v->bias_cs];
+        }
+        if (v->alibi) /* distance qpos - kpos = i + delta - j */
+            kern->OPS.alibi(sr, cols, (real)(i + v->delta - j0), (real)v->alibi[hh]);
+    }
+}
+
+/* Does the bias hide key j from row i of head h + hh (a -inf entry)? */
+static inline int bias_hides(const ac_vis *v, int64_t hh, int64_t i, int64_t j) {
+    return v->bias && ((const real *)v->bias)[v->bias_off + hh * v->bias_hs + i * v->bias_rs +
+                                               j * v->bias_cs] == -INFINITY;
+}
+
+/* A sink (gpt-oss): one more term exp(sink) in the row's denominator, with no
+ * value — folded into the online state (m, l, O) of a row as a key of its
+ * own.  Once per row: decode folds it into one chunk of the row only. */
+static inline void sink_fold(real sink, real *mi, real *li, real *o, int64_t dv) {
+    if (sink == -INFINITY) return;
+    const real mnew = *mi > sink || *mi != *mi ? *mi : sink;
+    const real alpha = exp(*mi - mnew); /* 0 when the row saw nothing */
+    *li = alpha * *li + exp(sink - mnew);
+    *mi = mnew;
+    if (alpha != 1)
+        for (int64_t c = 0; c < dv; c++) o[c] *= alpha;
+}
+
 /* Is every value of a (rows, cols) block of V finite? */
 static inline int all_finite(const kvreal *v, int64_t rows, int64_t cols, int64_t ld) {
     for (int64_t j = 0; j < rows; j++)
@@ -56,7 +101,7 @@ static inline int all_finite(const kvreal *v, int64_t rows, int64_t cols, int64_
 
 /* O += P·V for a tile of rows (as in mask_tile) and keys from j0.
  *
- * A masked key has weight exactly 0, and 0 · v is 0 for every finite v, so a
+ * A masked key (or one a -inf bias hides) has weight exactly 0, and 0 · v is 0 for every finite v, so a
  * tile whose V is finite goes through the fast kernel whole.  Only when V
  * holds inf or NaN (0 · inf = NaN) would a masked key leak into a row that
  * cannot see it: then each row takes only the keys it sees.  v_finite says
@@ -67,7 +112,7 @@ static inline void pv_tile(const ac_kernels *kern, const ac_vis *vis, int64_t i0
                            int64_t ldp, const kvreal *v, int64_t ldv, real *o, int64_t ldo,
                            int v_finite) {
     const int64_t span = rows < period ? rows : period;
-    if (ac_vis_clear(vis, i0, span, j0, cols) ||
+    if ((ac_vis_clear(vis, i0, span, j0, cols) && !vis->bias) ||
         (v_finite < 0 ? all_finite(v, cols, dv, ldv) : v_finite)) {
         kern->KV_OPS.pv(rows, cols, dv, p, ldp, v, ldv, o, ldo);
         return;
@@ -79,6 +124,7 @@ static inline void pv_tile(const ac_kernels *kern, const ac_vis *vis, int64_t i0
         hi = hi > cols ? cols : hi;
         for (int64_t c = lo; c < hi; c++) {
             if (vis->mask && !vis->mask[i * vis->mask_rs + (j0 + c) * vis->mask_cs]) continue;
+            if (bias_hides(vis, r / period, i, j0 + c)) continue; /* -inf: hidden as by a mask */
             kern->KV_OPS.pv(1, 1, dv, p + r * ldp + c, ldp, v + c * ldv, ldv, o + r * ldo, ldo);
         }
     }
@@ -135,14 +181,16 @@ static inline void online_finish(int64_t rows, const real *mi, const real *li, r
  *   pass 2: y_j = exp(x_j - mx), l = sum y  (every exponent <= 0: no overflow)
  *   pass 3: y_j /= l;  lse = mx + log(l)
  * In place; returns the row's log-sum-exp.  A row of all -inf (nothing
- * visible) is answered with zeros and lse = -inf instead of 0/0. */
-static inline real softmax_row(const ac_kernels *kern, real *y, int64_t n) {
+ * visible) is answered with zeros and lse = -inf instead of 0/0.  sink, if
+ * not -inf, adds exp(sink) to l (sink_fold). */
+static inline real softmax_row(const ac_kernels *kern, real *y, int64_t n, real sink) {
     real mx = kern->OPS.rowmax(y, n);
+    if (sink > mx && mx == mx) mx = sink; /* a sink (-inf: none) is one more term */
     if (mx == -INFINITY) { /* empty or fully masked */
         for (int64_t j = 0; j < n; j++) y[j] = 0;
         return -INFINITY;
     }
-    real l = kern->OPS.expsum(y, n, mx);
+    real l = kern->OPS.expsum(y, n, mx) + (sink == -INFINITY ? 0 : exp(sink - mx));
     real inv = 1 / l;
     for (int64_t j = 0; j < n; j++) y[j] *= inv;
     return mx + log(l);
@@ -155,10 +203,14 @@ static inline real softmax_row(const ac_kernels *kern, real *y, int64_t n) {
  *   O = Σ_c w_c·O_c / Σ_c w_c,  lse = M + log Σ_c w_c.
  * Parts c of row r at o[c] + r·o_stride and lse[c] + r·lse_stride; out rows
  * ldo apart.  A part that saw no key (lse = -inf) carries no weight; if none
- * did, the row is 0 with lse = -inf. */
+ * did, the row is 0 with lse = -inf.
+ * sum, if not NULL, gives each part as (max, sum) rather than lse = max +
+ * log(sum): lse[c] holds the max, and the weight is sum·exp(max - M).  Where
+ * the scores are huge (a bias of finfo.min) max + log(sum) rounds to max and
+ * loses the count; the pair keeps it. */
 static inline void merge_rows(int64_t parts, int64_t rows, int64_t dv, const real *const *o,
                               int64_t o_stride, const real *const *lse, int64_t lse_stride,
-                              real *out, int64_t ldo, real *lse_out) {
+                              real *out, int64_t ldo, real *lse_out, const real *const *sum) {
     for (int64_t r = 0; r < rows; r++) {
         real mx = -INFINITY;
         for (int64_t c = 0; c < parts; c++) {
@@ -176,6 +228,7 @@ static inline void merge_rows(int64_t parts, int64_t rows, int64_t dv, const rea
         for (int64_t c = 0; c < parts; c++) {
             real w = exp(lse[c][r * lse_stride] - mx);
             if (w == 0 && lse[c][r * lse_stride] == -INFINITY) continue; /* saw nothing */
+            if (sum) w *= sum[c][r * lse_stride];
             total += w;
             const real *oc = o[c] + r * o_stride; /* (dv) */
             for (int64_t t = 0; t < dv; t++) orow[t] += w * oc[t];
@@ -211,8 +264,9 @@ static inline int64_t band_blocks(const ac_attn_args *a, int64_t bk, int64_t *kb
     for (int64_t b = 0; b < a->batch; b++) {
         ac_vis vis;
         ac_vis_init(&vis, a, b, 0); /* the band is the same for every head */
-        const int64_t lo = ac_vis_lo(&vis, 0), hi = ac_vis_hi(&vis, a->n - 1);
-        const int64_t first = lo / bk, end = hi > lo ? (hi + bk - 1) / bk : first;
+        int64_t lo, hi;
+        ac_vis_keys(&vis, 0, a->n, bk, &lo, &hi);
+        const int64_t first = lo / bk, end = (hi + bk - 1) / bk;
         if (kb0) {
             kb0[b] = first;
             kb1[b] = end;

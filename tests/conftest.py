@@ -2,12 +2,19 @@
 
 import os
 
-import numpy as np
-import pytest
-from hypothesis import HealthCheck, settings
+# pytest -n auto runs one worker per core, and each worker's OpenMP team
+# (attncore's, and torch's beside it) would spin-wait between the many tiny
+# calls of the tests while the other workers want the same cores: the torch
+# tests took 10x as long.  Set before the first import of the core, which
+# loads the OpenMP runtime; a value the caller chose is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
-import attncore
-from attncore import _isa
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+import attncore  # noqa: E402
+from attncore import _isa  # noqa: E402
 
 # The tests must exercise the installed, compiled package, never a source tree.
 assert hasattr(attncore, "_core"), "attncore's compiled core is not importable"

@@ -40,6 +40,8 @@ CASES = {
     "causal n>m (top-left)": dict(is_causal=True, n=8, m=5),
     "bool mask": dict(attn_mask="bool", m=7),
     "float mask": dict(attn_mask="float", m=7),
+    "additive bias": dict(attn_mask="bias", m=7),
+    "finfo.min mask": dict(attn_mask="finfo", m=7),
     "gqa": dict(h=4, hkv=2, enable_gqa=True),
     "gqa causal n != m": dict(h=6, hkv=2, enable_gqa=True, is_causal=True, n=4, m=7),
     "scale": dict(scale=0.37),
@@ -63,6 +65,13 @@ def _case(name, dtype=torch.float64):
     elif kw.get("attn_mask") == "float":
         kw["attn_mask"] = torch.zeros(q.shape[-2], k.shape[-2], dtype=dtype).masked_fill(
             ~_mask(q.shape[-2], k.shape[-2]), float("-inf"))
+    elif kw.get("attn_mask") == "bias":  # a relative-position bias: any values, per head
+        g = torch.Generator().manual_seed(3)
+        kw["attn_mask"] = torch.randn(q.shape[-3], q.shape[-2], k.shape[-2], generator=g,
+                                      dtype=dtype)
+    elif kw.get("attn_mask") == "finfo":  # older transformers releases' float masks
+        kw["attn_mask"] = torch.zeros(q.shape[-2], k.shape[-2], dtype=dtype).masked_fill(
+            ~_mask(q.shape[-2], k.shape[-2]), torch.finfo(dtype).min)
     return q, k, v, kw
 
 
@@ -126,8 +135,8 @@ def test_torch_compile_fullgraph_runs_and_agrees():
     (dict(dropout_p=0.1), "dropout_p=0.1"),
     (dict(attn_mask=torch.ones(6, 6, dtype=torch.bool), is_causal=True), "attn_mask and is_causal"),
     (dict(scale=-1.0), "scale must be a positive"),
-    (dict(attn_mask=torch.full((6, 6), 0.5, dtype=torch.float64)), "only hold 0"),
-    (dict(attn_mask=torch.zeros(6, 6, dtype=torch.float64, requires_grad=True)), "requires grad"),
+    (dict(alibi_slopes=[0.5] * 4), "alibi_slopes must be a torch.Tensor"),
+    (dict(sinks=torch.zeros(3, dtype=torch.float64)), "one value per query head"),
     (dict(attn_mask=torch.zeros(6, 6, dtype=torch.int32)), "attn_mask has dtype"),
 ])
 def test_unsupported_arguments_are_refused_by_name(bad, match):
@@ -167,3 +176,67 @@ def test_the_tiny_gpt_example_trains_for_a_few_steps(tmp_path):
     assert ours[-1] < ours[0]  # it learns
     assert s["max_abs_loss_difference"] < 1e-4
     assert (tmp_path / "losses.json").exists()
+
+
+def test_a_learned_bias_gets_its_gradient():
+    """A float attn_mask that requires grad, broadcast over the batch: its
+    gradient summed to its shape, by gradcheck and against torch's own SDPA."""
+    q, k, v = _qkv(m=7)
+    g = torch.Generator().manual_seed(5)
+    bias = torch.randn(4, 6, 7, generator=g, dtype=torch.float64).requires_grad_()
+    assert torch.autograd.gradcheck(lambda q, k, v, b: sdpa(q, k, v, attn_mask=b), (q, k, v, bias))
+    out = sdpa(q, k, v, attn_mask=bias)
+    (out * out).sum().backward()
+    got = [t.grad.clone() for t in (q, k, v, bias)]
+    for t in (q, k, v, bias):
+        t.grad = None
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    (want * want).sum().backward()
+    torch.testing.assert_close(out, want)
+    for a, b in zip(got, (q.grad, k.grad, v.grad, bias.grad)):
+        torch.testing.assert_close(a, b)
+
+
+def _written_out(q, k, v, alibi=None, softcap=None, sinks=None, is_causal=False):
+    """The modifiers in torch's own ops: the definition attncore's are held to."""
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    n, m = s.shape[-2:]
+    i, j = torch.arange(n)[:, None], torch.arange(m)[None, :]
+    if alibi is not None:
+        s = s - alibi[:, None, None] * (i - j).abs()
+    if is_causal:
+        s = s.masked_fill(j > i, float("-inf"))
+    if sinks is not None:
+        col = sinks[:, None, None].expand(s.shape[:-1] + (1,))
+        return (torch.softmax(torch.cat([s, col], dim=-1), dim=-1)[..., :-1]) @ v
+    return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("mods", [dict(alibi=True), dict(softcap=1.5), dict(sinks=True),
+                                  dict(alibi=True, softcap=2.0, sinks=True, is_causal=True)])
+def test_alibi_softcap_and_sinks_match_them_written_in_torch(mods):
+    q, k, v = _qkv(m=9)
+    kw = {"is_causal": mods.get("is_causal", False), "softcap": mods.get("softcap")}
+    if mods.get("alibi"):
+        kw["alibi"] = torch.tensor([0.5, 0.25, 0.125, 0.0625], dtype=torch.float64)
+    if mods.get("sinks"):
+        kw["sinks"] = torch.tensor([0.3, -1.0, 2.0, 0.0], dtype=torch.float64,
+                                   requires_grad=True)
+    ours = dict(kw)
+    ours["alibi_slopes"] = ours.pop("alibi", None)
+    inputs = (q, k, v) + ((kw["sinks"],) if "sinks" in kw else ())
+
+    def f(*t):
+        extra = {"sinks": t[3]} if len(t) > 3 else {}
+        return sdpa(t[0], t[1], t[2], **{**ours, **extra})
+
+    assert torch.autograd.gradcheck(f, inputs)
+    out = f(*inputs)
+    want = _written_out(q, k, v, **kw)
+    torch.testing.assert_close(out, want)
+    got = torch.autograd.grad(out.square().sum(), inputs)
+    exp = torch.autograd.grad(want.square().sum(), inputs)
+    for a, b in zip(got, exp):
+        torch.testing.assert_close(a, b)
