@@ -276,6 +276,30 @@ def _found_online(res, lang):
             f"equal the NumPy reference's within {f['max_diff_backward_vs_reference']:.1e}.")
 
 
+def _found_modifiers(res, lang):
+    f = res.facts
+    (cat0, cat1), (own0, own1) = f["alibi_first_key"], f["alibi_own_key"]
+    if lang == "zh":
+        return (f"这次运行：ALiBi（斜率 {f['slope']:g}）让「猫」（往回 4 个位置）的权重从 {cat0:.3f} "
+                f"降到 {cat1:.3f}，「它」自己的从 {own0:.3f} 升到 {own1:.3f}——越近越重。查询放大 "
+                f"{f['sharpen']:g} 倍后最大分数是 {f['raw_largest_score']:.2f}，这一行几乎只看一个键"
+                f"（最大权重 {f['sharp_max_weight']:.3f}）；软上限 {f['softcap']:g} 把每个分数压到 "
+                f"{f['capped_largest_score']:.4f} 以下，最大权重回到 {f['capped_max_weight']:.3f}。"
+                f"汇点 logit {f['sink']:g} 拿走了 {f['sink_weight']:.3f} 的权重，这一行的权重加起来只有 "
+                f"{f['sink_row_sum']:.3f}，而各键之间的比例不变（相差 {f['sink_same_ratios']:.1e}）。"
+                f"计算核的权重与 NumPy 参考实现相差 {f['max_diff_vs_reference']:.1e}。")
+    return (f"On this run ALiBi (slope {f['slope']:g}) took “cat” (4 positions back) from weight "
+            f"{cat0:.3f} to {cat1:.3f} and raised “it” itself from {own0:.3f} to {own1:.3f}: the "
+            f"nearer, the heavier. With the query {f['sharpen']:g}× larger the largest score is "
+            f"{f['raw_largest_score']:.2f} and the row looks at almost one key (largest weight "
+            f"{f['sharp_max_weight']:.3f}); the soft-cap {f['softcap']:g} holds every score under "
+            f"{f['capped_largest_score']:.4f} and the largest weight falls back to "
+            f"{f['capped_max_weight']:.3f}. The sink logit {f['sink']:g} took {f['sink_weight']:.3f} "
+            f"of the weight: the row sums to {f['sink_row_sum']:.3f}, its keys keeping their ratios "
+            f"(within {f['sink_same_ratios']:.1e}). The kernel's weights equal the NumPy "
+            f"reference's within {f['max_diff_vs_reference']:.1e}.")
+
+
 def _found_traffic(res, lang):
     f = res.facts
     rows = res.table()
@@ -739,6 +763,33 @@ SECTIONS = [
                "却去掉了 n² 的内存：它一次只存一块分数，每行再加几个数。反向传播存得更少：每行只存 "
                "lse = m + log l；它逐块把每个权重重算为 exp(s − lse)，而不是存下 n×n 的权重。"},
         _found_online),
+    Section(
+        "modifiers", {}, {}, True,
+        {"en": "What models add to the scores: ALiBi, a soft-cap, a sink",
+         "zh": "模型往分数里加的东西：ALiBi、软上限、汇点"},
+        {"en": "Real models change the scores before the softmax, and each change is a line of "
+               "the kernel: `bias=` adds an array (a relative-position bias, or a float mask), "
+               "`alibi_slopes=` subtracts slope·distance (BLOOM, MPT), `softcap=` replaces each "
+               "score s by cap·tanh(s/cap) (Gemma 2), and `sinks=` adds one more term exp(sink) to "
+               "the softmax's denominator, a key with no value (gpt-oss). The table is row “it” "
+               "of the sentence, causal, under each. ALiBi penalises the far keys, so weight moves "
+               "to the recent ones — position information without a position embedding. A large "
+               "query makes the row nearly one-hot; the soft-cap is a ceiling on every score, so "
+               "no key can take everything and the row stays soft. A sink takes weight and gives "
+               "nothing back: the row may now put its attention nowhere, which is what a head "
+               "with nothing to say needs, and the keys keep their ratios among themselves. The "
+               "scores column is `attncore.scores` with the modifier, the weights the naive "
+               "kernel's own (`return_weights=True`).",
+         "zh": "真实的模型会在 softmax 之前改动分数，每一种改动都是计算核里的一行：`bias=` 加上一个"
+               "数组（相对位置偏置，或浮点掩码），`alibi_slopes=` 减去 斜率·距离（BLOOM、MPT），"
+               "`softcap=` 把每个分数 s 换成 cap·tanh(s/cap)（Gemma 2），`sinks=` 在 softmax 的分母里"
+               "多加一项 exp(sink)——一个没有值的键（gpt-oss）。表中是句子里「它」这一行在因果掩码下、"
+               "各种修饰之后的样子。ALiBi 惩罚远处的键，权重于是移向最近的键——不用位置编码也有了位置"
+               "信息。查询很大时这一行几乎只看一个键；软上限给每个分数设了天花板，没有哪个键能拿走全部，"
+               "这一行保持柔和。汇点拿走权重却什么都不给回：这一行现在可以把注意力放在「哪里都不」，"
+               "没什么可说的头正需要这样，而各键之间的比例不变。分数一列是带修饰的 `attncore.scores`，"
+               "权重是朴素计算核自己给出的（`return_weights=True`）。"},
+        _found_modifiers),
     Section(
         "memory", {"measured": True}, {}, False,
         {"en": "Why n²: the score table outgrows the KV cache", "zh": "为什么是 n²：分数表比 KV 缓存长得快"},

@@ -386,3 +386,22 @@ def test_sentence_swap_and_the_corrections_numbers():
     assert c["jacobian_chosen_exact"] == pytest.approx(5 * np.exp(-60), rel=1e-12)
     assert c["jacobian_chosen_float64"] == 0 and p[0] == 1.0
     assert c["jacobian_onehot"] == pytest.approx(np.exp(-60), rel=1e-12)
+
+
+def test_modifiers_show_recency_a_ceiling_and_a_sink():
+    res = teach.modifiers()
+    f = res.facts
+    rows = res.table()
+    assert [r["modifier"] for r in rows][0] == "none"
+    assert f["max_diff_vs_reference"] < 1e-14
+    # ALiBi: the farthest key loses weight, the row's own key gains
+    assert f["alibi_first_key"][1] < f["alibi_first_key"][0]
+    assert f["alibi_own_key"][1] > f["alibi_own_key"][0]
+    # the soft-cap: every score under the cap, the near one-hot row softened
+    assert f["raw_largest_score"] > f["softcap"] >= f["capped_largest_score"]
+    assert f["capped_max_weight"] < f["sharp_max_weight"]
+    # the sink: the row sums to 1 - its weight, the keys keep their ratios
+    assert abs(f["sink_row_sum"] + f["sink_weight"] - 1) < 1e-14 and 0 < f["sink_weight"] < 1
+    assert f["sink_same_ratios"] < 1e-14
+    for r in rows[:4]:
+        assert abs(r["sum of weights"] - 1) < 1e-14

@@ -19,8 +19,8 @@ plain Python values), ``.plot(ax=None)`` (matplotlib, labelled) and a readable r
 on first use.
 """
 
-from attncore.teach.chapter import (causal_row, corrections, online_softmax, sentence, shapes,
-                                    weighted_mean)
+from attncore.teach.chapter import (causal_row, corrections, modifiers, online_softmax,
+                                    sentence, shapes, weighted_mean)
 from attncore.teach.cost import (causal, crossover, decode, family, kv_sharing, memory, regimes,
                                  traffic)
 from attncore.teach.formula import (_TRACE_K, _TRACE_Q, _TRACE_V, multihead,  # noqa: F401
@@ -30,4 +30,4 @@ from attncore.teach.result import Result
 __all__ = ["Result", "scaling", "normalizers", "memory", "trace", "permutation", "causal",
            "crossover", "scorers", "saturation", "regimes", "multihead", "family", "sentence",
            "shapes", "weighted_mean", "causal_row", "corrections", "kv_sharing",
-           "online_softmax", "traffic", "decode"]
+           "online_softmax", "traffic", "decode", "modifiers"]

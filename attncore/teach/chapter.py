@@ -340,6 +340,72 @@ def online_softmax(query=4, block=2):
                   "the max rises, the accumulator is rescaled", rows, facts, draw)
 
 
+def modifiers(query=4, slope=0.5, softcap=2.0, sharpen=4.0, sink=1.0):
+    """What each score modifier does to one row's weights, on the C kernels:
+    row "it" of the sentence, causal (it sees "cat" … "it"), plain and then
+    with ALiBi (``slope``: a penalty growing with the distance back, so the
+    nearest keys gain — recency), with a soft-cap (the query ``sharpen``-ed
+    so the row is nearly one-hot, then every score held under ``softcap``:
+    the ceiling flattens the row again), and with a sink (``sink``: one more
+    logit with no value, which takes weight, so the row's weights sum below
+    1).  The scores are ``attncore.scores`` with the modifier, the weights
+    the naive kernel's (``return_weights=True``); the facts check them
+    against the NumPy reference and state what each modifier changed."""
+    en = live.SENTENCE["en"]
+    k = live.SENTENCE_K
+    q = live.SENTENCE_Q[query][None]
+    seen = query + 1  # causal: keys 0 … query
+    kq, vq = k[:seen], k[:seen]
+    variants = {
+        "none": (q, {}),
+        f"ALiBi, slope {slope}": (q, {"alibi_slopes": [slope]}),
+        f"query ×{sharpen:g}": (q * sharpen, {}),
+        f"query ×{sharpen:g}, soft-cap {softcap:g}": (q * sharpen, {"softcap": softcap}),
+        f"sink logit {sink:g}": (q, {"sinks": [sink]}),
+    }
+    rows, weights, err = [], {}, 0.0
+    for name, (qq, kw) in variants.items():
+        s = attncore.scores(qq, kq, **{a: b for a, b in kw.items() if a != "sinks"})[0]
+        _, lse, w = attncore.attention(qq, kq, vq, method="naive", return_lse=True,
+                                       return_weights=True, **kw)
+        ref = attncore.reference.attention(qq, kq, vq, method="naive", return_weights=True,
+                                           **kw)[1]
+        err = max(err, float(np.abs(w - ref).max()))
+        weights[name] = w[0]
+        rows.append({"modifier": name, "scores": [float(x) for x in s],
+                     "weights": [float(x) for x in w[0]], "sum of weights": float(w[0].sum()),
+                     "largest score": float(s.max()),
+                     "to the sink": float(np.exp(sink - lse[0])) if "sinks" in kw else 0.0})
+    names = list(variants)
+    plain, alibi, sharp, capped, sunk = (weights[n] for n in names)
+    facts = {"keys": " ".join(en[:seen]), "slope": slope, "softcap": softcap,
+             "sharpen": sharpen, "sink": sink,
+             "alibi_first_key": (float(plain[0]), float(alibi[0])),
+             "alibi_own_key": (float(plain[-1]), float(alibi[-1])),
+             "sharp_max_weight": float(sharp.max()), "capped_max_weight": float(capped.max()),
+             "raw_largest_score": rows[2]["largest score"],
+             "capped_largest_score": rows[3]["largest score"],
+             "sink_weight": rows[4]["to the sink"], "sink_row_sum": rows[4]["sum of weights"],
+             "sink_same_ratios": float(np.abs(sunk / sunk.sum() - plain).max()),
+             "max_diff_vs_reference": err}
+
+    def draw(ax):
+        x = np.arange(seen)
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            ax.bar(x + (i - (len(names) - 1) / 2) * width, weights[name], width, label=name)
+        ax.bar(seen, rows[4]["to the sink"], width, color=f"C{len(names) - 1}")
+        font = live.cjk_font()
+        words = _words(font)[:seen] + ["sink"]
+        ax.set_xticks(np.arange(seen + 1), words)
+        _tick_font(ax, font)
+        ax.set(xlabel=f"key (row “{en[query]}”, causal)", ylabel="weight")
+        ax.legend(fontsize=9)
+
+    return Result("modifiers", f"row “{en[query]}”: what ALiBi, a soft-cap and a sink do to its "
+                  "weights", rows, facts, draw)
+
+
 # ---- where the sources go wrong -----------------------------------------------------
 
 # The sums of the ten rows the article prints for its batch 0 (its 10×10 matrix,

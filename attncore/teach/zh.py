@@ -10,6 +10,10 @@ from __future__ import annotations
 import re
 
 HEADERS = {
+    "modifier": "修饰",
+    "sum of weights": "权重之和",
+    "largest score": "最大分数",
+    "to the sink": "给汇点的权重",
     "W_K_W_V_params": "W_K、W_V 参数量",
     "additive": "加性",
     "all ≥ 0": "全部 ≥ 0",
@@ -130,6 +134,7 @@ HEADERS = {
 }
 
 CELLS = {
+    "none": "无",
     "(not printed)": "（未打印）",
     "1. scores Q·Kᵀ/√d_k": "1. 分数 Q·Kᵀ/√d_k",
     "2. softmax, row by row": "2. 逐行 softmax",
@@ -213,6 +218,10 @@ CELLS = {
 
 # cells with numbers inside: (pattern, replacement)
 PATTERNS = [
+    (re.compile(r"ALiBi, slope (\S+)"), r"ALiBi，斜率 \1"),
+    (re.compile(r"query ×(\S+), soft-cap (\S+)"), r"查询 ×\1，软上限 \2"),
+    (re.compile(r"query ×(\S+)"), r"查询 ×\1"),
+    (re.compile(r"sink logit (\S+)"), r"汇点 logit \1"),
     (re.compile(r"the printed rows sum to (\S+) … (\S+)"), r"印出的各行之和为 \1 … \2"),
     (re.compile(r"parameters W_Q, W_K at d=(\d+), d_k=(\d+): 2·d·d_k vs d²"),
      r"d=\1、d_k=\2 时 W_Q、W_K 的参数：2·d·d_k 对 d²"),
