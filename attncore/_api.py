@@ -42,7 +42,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> np.ndarray: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> np.ndarray: ...
 
 
 @overload
@@ -55,7 +56,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -68,7 +70,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -81,7 +84,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -94,7 +98,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(

@@ -95,7 +95,8 @@ def attention_args(q, k, v, *, causal, scale, method, block_q, block_k, return_w
                                          and block_counts.shape == (2,)):
         raise ValueError("block_counts must be an int64 array of shape (2,)")
     p = problem(q, k, v, scale=scale)
-    vis = visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
+    vis = visibility(p, causal, window, mask, key_lengths, q_offset, k_offset,
+                     bias, alibi_slopes, softcap, sinks)
     bq, bk = block_size(block_q, "block_q"), block_size(block_k, "block_k")
     if return_weights and method != "naive":
         raise ValueError(f"return_weights=True needs method='naive', got method={method!r}")
@@ -107,14 +108,16 @@ def plain_args(q, k, v, *, causal, scale, mask, key_lengths, window, q_offset=No
     """The checks of plain_attention: float32 or float64 throughout."""
     p = problem(q, k, v, scale=scale)
     no_half(p, "plain_attention")
-    return p, visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
+    return p, visibility(p, causal, window, mask, key_lengths, q_offset, k_offset,
+                         bias, alibi_slopes, softcap, sinks)
 
 
 def scores_args(q, k, *, scale, causal, mask, key_lengths, window, q_offset=None,
                 k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None):
     """The checks of scores: (problem without v, visibility)."""
     p = problem(q, k, scale=scale)
-    return p, visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
+    return p, visibility(p, causal, window, mask, key_lengths, q_offset, k_offset,
+                         bias, alibi_slopes, softcap, sinks)
 
 
 def softmax_args(x, axis) -> tuple[np.ndarray, int]:
@@ -130,13 +133,15 @@ def softmax_args(x, axis) -> tuple[np.ndarray, int]:
 
 
 def backward_args(q, k, v, out, lse, dout, *, causal, scale, window, mask, key_lengths, method,
-                  q_offset=None, k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None):
+                  q_offset=None, k_offset=None, bias=None, alibi_slopes=None, softcap=None,
+                  sinks=None):
     """The checks of attention_backward: (method, problem, visibility, arrays)
     with arrays["out"], ["lse"], ["dout"] as (B, H, n, ·) views in q's dtype."""
     method = method_name(method)
     p = problem(q, k, v, scale=scale)
     no_half(p, "attention_backward")
-    vis = visibility(p, causal, window, mask, key_lengths, q_offset, k_offset, bias, alibi_slopes, softcap, sinks)
+    vis = visibility(p, causal, window, mask, key_lengths, q_offset, k_offset,
+                     bias, alibi_slopes, softcap, sinks)
     B, H, Hkv, n, m, dk, dv = p.shape
     want = {"out": p.lead + (n, dv), "lse": p.lead + (n,), "dout": p.lead + (n, dv)}
     arrays = {}

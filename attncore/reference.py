@@ -147,7 +147,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> np.ndarray: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> np.ndarray: ...
 
 
 @overload
@@ -160,7 +161,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -173,7 +175,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -186,7 +189,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -199,7 +203,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               q_offset: ArrayLike | None = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
-              softcap: float | None = ..., sinks: ArrayLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
+              softcap: float | None = ...,
+              sinks: ArrayLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(

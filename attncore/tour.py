@@ -294,9 +294,10 @@ def _found_modifiers(res, lang):
             f"{f['raw_largest_score']:.2f} and the row looks at almost one key (largest weight "
             f"{f['sharp_max_weight']:.3f}); the soft-cap {f['softcap']:g} holds every score under "
             f"{f['capped_largest_score']:.4f} and the largest weight falls back to "
-            f"{f['capped_max_weight']:.3f}. The sink logit {f['sink']:g} took {f['sink_weight']:.3f} "
-            f"of the weight: the row sums to {f['sink_row_sum']:.3f}, its keys keeping their ratios "
-            f"(within {f['sink_same_ratios']:.1e}). The kernel's weights equal the NumPy "
+            f"{f['capped_max_weight']:.3f}. The sink logit {f['sink']:g} took "
+            f"{f['sink_weight']:.3f} of the weight: the row sums to {f['sink_row_sum']:.3f}, its "
+            f"keys keeping their ratios (within {f['sink_same_ratios']:.1e}). The kernel's "
+            f"weights equal the NumPy "
             f"reference's within {f['max_diff_vs_reference']:.1e}.")
 
 

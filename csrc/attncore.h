@@ -48,8 +48,8 @@ typedef struct {
     int64_t k_stride[3];
     int64_t v_stride[3];
     double scale;                   /* > 0 and finite */
-    int causal;                     /* bottom-right aligned causal mask */
-    int64_t window;                 /* > 0 (with causal): keys i+(m-n)-window < j <= i+(m-n) */
+    int causal;                     /* causal mask by positions: kpos <= qpos */
+    int64_t window;                 /* > 0 (with causal): qpos - window < kpos <= qpos */
     const int64_t *key_lengths;     /* (batch): keys j >= key_lengths[b] hidden; or NULL */
     const int64_t *q_offset;        /* (batch): query i sits at position q_offset[b] + i; or
                                        NULL = m_b - n, bottom-right (m_b: batch b's keys) */

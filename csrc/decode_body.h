@@ -12,12 +12,13 @@
  *           stacks the rows of every query head of the GQA group, (g·n, d),
  *           and streams its chunk of K and V once for all of them — each
  *           byte of the cache is read once, not H/H_kv times — keeping the
- *           online softmax (m, l, O) per row, then (O_partial, lse_partial).
+ *           online softmax (m, l, O) per row, then (O_partial, m, l): the
+ *           pair, not lse = m + log l, which loses l when m is huge.
  *   pass 2: merge the chunks of each row with the log-sum-exp rule (merge_rows).
  *
  * K rows are read as they lie (qkd: no packing, which would cost a second
  * pass over the cache), AC_DECODE_TILE_KEYS keys a score tile.  Memory: the
- * partials, chunks · g·n · (dv + 1).
+ * partials, chunks · g·n · (dv + 2).
  *
  * Needs tiles_body.h included before it.
  */
@@ -45,8 +46,8 @@ static int decode_scratch_carve(decode_scratch *w, int64_t rows, int64_t dk, int
 /* Pass 1 for one task: keys [j_begin, j_end) of kv head hk of batch b
  * against the query rows of every head of its GQA group, stacked (g·n rows,
  * row r = head hk·g + r / n, query r % n), with the online softmax, into the
- * partial result o (rows, dv), its row maxima m_out and sums l_out (rows).  sinks: fold
- * the rows' sinks in (one chunk of each row does). */
+ * partial result o (rows, dv), its row maxima m_out and sums l_out (rows).
+ * sinks: fold the rows' sinks in (one chunk of each row does). */
 static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const real *q,
                          const kvreal *k, const kvreal *v, int64_t b, int64_t hk,
                          int64_t j_begin, int64_t j_end, int sinks, const decode_scratch *w,

@@ -1,6 +1,7 @@
 /* kern_scalar_ops.h — the portable kernels on reals alone (qk, rowmax,
- * expsum, softcap, alibi, addrow), for one element type: included by kern_scalar.c for float32 and
- * float64, after kern_scalar_kv.h for the same type (qk reuses its qkd).
+ * expsum, softcap, alibi, addrow), for one element type: included by
+ * kern_scalar.c for float32 and float64, after kern_scalar_kv.h for the same
+ * type (qk reuses its qkd).
  * <tgmath.h> makes exp the float or double function. */
 
 static real FN(rowmax)(const real *x, int64_t n) {

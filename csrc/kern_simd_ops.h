@@ -13,7 +13,8 @@
  *   VN_T VN_INIT VN_ACC(acc, v) VN_ANY(acc)   "has a NaN been seen" accumulator
  *   V_ROUND(x)          round to nearest integer (as a real vector)
  *   V_EXP_FINISH(p, n, x)  p·2^n, then x > EXP_HI -> inf, x < EXP_LO -> 0, NaN -> NaN
- *   V_EXP_CLAMP(x)      what the reduction sees (a clamp where 2^n is built from bits)
+ *   V_EXP_CLAMP(x)      what the reduction sees (a clamp where 2^n is built from bits,
+ *                       or where a far-out lane would make a subnormal)
  *   V_EXP_FAST_OK(x), V_EXP_FAST_FINISH(p, n, x)   optional: a vector for which
  *                       ok is true may skip the clamp and finish the cheap way
  *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
@@ -104,28 +105,22 @@ static real FN(expsum)(real *x, int64_t n, real shift) {
  * V_MAX with the constant first return the other operand when it is NaN).
  * Near 0 the subtraction costs relative accuracy, not absolute: the error is
  * a few ulp of cap, which is what softmax sees. */
+static inline VT FN(vsoftcap)(VT x, VT c, VT two_over_c) {
+    VT y = V_MUL(x, two_over_c);
+    y = V_MAX(V_SET1(-40), V_MIN(V_SET1(40), y));
+    const VT e = FN(vexp)(y), one = V_SET1(1);
+    return V_MUL(c, V_DIV(V_SUB(e, one), V_ADD(e, one)));
+}
+
 static void FN(softcap)(real *x, int64_t n, real cap) {
-    const VT c = V_SET1(cap), two_over_c = V_SET1(2 / cap), one = V_SET1(1);
-    const VT hi = V_SET1(40), lo = V_SET1(-40);
+    const VT c = V_SET1(cap), two_over_c = V_SET1(2 / cap);
     int64_t i = 0;
-    for (;; i += VL) {
+    for (; i + VL <= n; i += VL) V_STOREU(x + i, FN(vsoftcap)(V_LOADU(x + i), c, two_over_c));
+    if (i < n) { /* the last partial vector through a full one, as in expsum */
         real tmp[VL];
-        const int tail = i + VL > n;
-        if (tail) {
-            if (i >= n) break;
-            for (int64_t t = 0; t < VL; t++) tmp[t] = i + t < n ? x[i + t] : 0;
-        }
-        VT y = V_MUL(tail ? V_LOADU(tmp) : V_LOADU(x + i), two_over_c);
-        y = V_MAX(lo, V_MIN(hi, y));
-        const VT e = FN(vexp)(y);
-        const VT r = V_MUL(c, V_DIV(V_SUB(e, one), V_ADD(e, one)));
-        if (!tail) {
-            V_STOREU(x + i, r);
-            continue;
-        }
-        V_STOREU(tmp, r);
+        for (int64_t t = 0; t < VL; t++) tmp[t] = i + t < n ? x[i + t] : 0;
+        V_STOREU(tmp, FN(vsoftcap)(V_LOADU(tmp), c, two_over_c));
         for (int64_t t = 0; i + t < n; t++) x[i + t] = tmp[t];
-        break;
     }
 }
 

@@ -101,8 +101,9 @@ static inline int all_finite(const kvreal *v, int64_t rows, int64_t cols, int64_
 
 /* O += P·V for a tile of rows (as in mask_tile) and keys from j0.
  *
- * A masked key (or one a -inf bias hides) has weight exactly 0, and 0 · v is 0 for every finite v, so a
- * tile whose V is finite goes through the fast kernel whole.  Only when V
+ * A masked key (or one a -inf bias hides) has weight exactly 0, and 0 · v is
+ * 0 for every finite v, so a tile whose V is finite goes through the fast
+ * kernel whole.  Only when V
  * holds inf or NaN (0 · inf = NaN) would a masked key leak into a row that
  * cannot see it: then each row takes only the keys it sees.  v_finite says
  * what the caller knows of this V tile (1 finite, 0 not, -1: look here);
