@@ -89,6 +89,111 @@ def test_backward_equals_one_process(client, rng, case):
         np.testing.assert_allclose(g, w, atol=1e-11, rtol=1e-11)
 
 
+def _modifiers(rng, case, B=2, H=4, n=300, m=300):
+    """The score modifiers of a case, as attncore.attention takes them."""
+    slopes = 2.0 ** -np.arange(1, H + 1)
+    return {
+        "bias": dict(bias=rng.standard_normal((B, H, n, m))),
+        "broadcast bias": dict(causal=True, bias=rng.standard_normal((n, 1))),
+        "key bias": dict(bias=np.where(rng.random(m) < 0.2, -np.inf, rng.standard_normal(m))),
+        "mask": dict(causal=True, mask=rng.random((B, 1, n, m)) < 0.7),
+        "alibi": dict(alibi_slopes=slopes, key_lengths=[300, 123]),
+        "causal alibi": dict(causal=True, window=90, alibi_slopes=slopes),
+        "softcap": dict(causal=True, softcap=2.5),
+        "sinks": dict(causal=True, window=40, sinks=rng.standard_normal(H)),
+        "everything": dict(causal=True, key_lengths=[300, 200], bias=rng.standard_normal((H, n, m)),
+                           mask=rng.random((n, m)) < 0.9, alibi_slopes=slopes, softcap=4.0,
+                           sinks=rng.standard_normal(H)),
+    }[case]
+
+
+MODIFIED = ["bias", "broadcast bias", "key bias", "mask", "alibi", "causal alibi", "softcap",
+            "sinks", "everything"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", MODIFIED)
+def test_modifiers_forward_equal_one_process(client, rng, case, dtype):
+    q, k, v = _qkv(rng, dtype)
+    kwargs = _modifiers(rng, case)
+    out, lse = ad.attention(q, k, v, client=client, return_lse=True, chunks=4, **kwargs)
+    want, want_lse = attncore.attention(q, k, v, return_lse=True, **kwargs)
+    assert out.dtype == lse.dtype == dtype
+    np.testing.assert_allclose(out, want, atol=TOL[dtype], rtol=TOL[dtype])
+    np.testing.assert_allclose(lse, want_lse, atol=TOL[dtype], rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("case", ["bias", "broadcast bias", "causal alibi", "softcap",
+                                  "everything"])
+def test_modifiers_backward_equal_one_process(client, rng, case):
+    q, k, v = _qkv(rng, np.float64)
+    kwargs = _modifiers(rng, case)
+    extra = {"return_dbias": "bias" in kwargs, "return_dsinks": "sinks" in kwargs}
+    out, lse = attncore.attention(q, k, v, return_lse=True, **kwargs)
+    dout = rng.standard_normal(out.shape)
+    got = ad.attention_backward(q, k, v, out, lse, dout, client=client, chunks=4, **kwargs,
+                                **extra)
+    want = attncore.attention_backward(q, k, v, out, lse, dout, **kwargs, **extra)
+    assert len(got) == len(want) == 3 + sum(extra.values())
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, atol=1e-10, rtol=1e-10)
+
+
+def test_sinks_with_dask_arrays(client, rng):
+    da = pytest.importorskip("dask.array")
+    q, k, v = _qkv(rng)
+    sinks = rng.standard_normal(4)
+    lazy = [da.from_array(a, chunks=a.shape[:-2] + (128, a.shape[-1])) for a in (q, k, v)]
+    out, lse = ad.attention(*lazy, client=client, causal=True, window=50, sinks=sinks,
+                            return_lse=True)
+    assert isinstance(out, da.Array)
+    want, want_lse = attncore.attention(q, k, v, causal=True, window=50, sinks=sinks,
+                                        return_lse=True)
+    np.testing.assert_allclose(out.compute(), want, atol=2e-5)
+    np.testing.assert_allclose(lse.compute(), want_lse, atol=2e-5)
+
+
+def test_kvcache_attend_takes_the_modifiers(client, rng):
+    H, Hkv, d, m = 4, 2, 16, 90
+    k = rng.standard_normal((Hkv, m, d)).astype(np.float32)
+    v = rng.standard_normal((Hkv, m, d)).astype(np.float32)
+    q = rng.standard_normal((H, 2, d)).astype(np.float32)
+    kwargs = dict(bias=rng.standard_normal((H, 1, m)), mask=rng.random((2, m)) < 0.8,
+                  alibi_slopes=[0.5, 0.25, 0.125, 0.0625], softcap=3.0,
+                  sinks=rng.standard_normal(H))
+    with ad.KVCache(client, Hkv, d, shard_tokens=40) as cache:
+        cache.append(k, v)
+        got, got_lse = cache.attend(q, return_lse=True, **kwargs)
+    local = attncore.KVCache(Hkv, d)
+    local.append(k, v)
+    want, want_lse = local.attend(q, return_lse=True, **kwargs)
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    np.testing.assert_allclose(got_lse, want_lse, atol=2e-5)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(bias=np.zeros((3, 300, 300))), ValueError, "does not broadcast"),
+    (dict(bias=np.zeros((300, 300), bool)), TypeError, "bias must be a float"),
+    (dict(mask=np.ones((300, 299), bool)), ValueError, "does not broadcast"),
+    (dict(alibi_slopes=[1.0, 2.0]), ValueError, "one value per query head"),
+    (dict(softcap=-1.0), ValueError, "softcap must be positive"),
+    (dict(sinks=[np.nan] * 4), ValueError, "sinks must not be NaN"),
+])
+def test_modifiers_are_checked_before_submitting(client, rng, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ad.attention(*_qkv(rng), client=client, **kwargs)
+
+
+def test_backward_asks_for_what_it_can_return(client, rng):
+    q, k, v = _qkv(rng, n=64, m=64)
+    out, lse = attncore.attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match="needs a bias"):
+        ad.attention_backward(q, k, v, out, lse, out, client=client, return_dbias=True)
+    with pytest.raises(ValueError, match="needs sinks"):
+        ad.attention_backward(q, k, v, out, lse, out, client=client, return_dsinks=True)
+
+
 def test_dask_arrays_in_dask_arrays_out(client, rng):
     da = pytest.importorskip("dask.array")
     q, k, v = _qkv(rng)

@@ -16,7 +16,8 @@ from numpy.typing import DTypeLike
 
 import attncore
 from attncore.distributed import _worker as W
-from attncore._problem import check_key_lengths
+from attncore._problem import _per_head, check_key_lengths, sum_to_shape
+from attncore.distributed._blocks import as_pairwise, cut
 from attncore.distributed._plan import Plan, plan as make_plan
 
 
@@ -190,6 +191,24 @@ class _Run:
             placed |= self.client.scatter(mine, workers=[self.addrs[w]], direct=True)
         return [placed[self.key(name, c)] for c in range(len(owner))]
 
+    def place_pairs(self, pl: Plan, scores: Scores) -> dict:
+        """(query chunk, key chunk) -> {"mask": future, "bias": future}: each
+        pair's cut of the call's mask and bias, scattered straight to the
+        query chunk's owner, where the pair runs (nothing when there is neither)."""
+        pieces: dict[tuple[int, int], dict] = {}
+        for name, a in (("mask", scores.mask), ("bias", scores.bias)):
+            if a is None:
+                continue
+            for w in sorted({pl.owner[i] for i, _ in pl.pairs}):
+                mine = {self.key(name, i, j): cut(a, pl.q_bounds[i], pl.q_bounds[i + 1],
+                                                  pl.k_bounds[j], pl.k_bounds[j + 1])
+                        for i, j in pl.pairs if pl.owner[i] == w}
+                placed = self.client.scatter(mine, workers=[self.addrs[w]], direct=True)
+                for i, j in pl.pairs:
+                    if pl.owner[i] == w:
+                        pieces.setdefault((i, j), {})[name] = placed[self.key(name, i, j)]
+        return pieces
+
     def wait(self, futures: list) -> None:
         wait_for(self.client, futures, self.addrs, f"attncore.distributed.{self.what}")
 
@@ -224,7 +243,82 @@ def _is_dask(a) -> bool:
     return type(a).__module__.startswith("dask.")
 
 
-def _call_shape(q, k, v, *, scale, causal, window, key_lengths):
+@dataclass
+class Scores:
+    """A call's score modifiers and mask, checked: ALiBi slopes and soft-cap
+    act on each score alone (every pair applies them, placed by positions);
+    mask and bias as (B or 1, H or 1, n or 1, m or 1) arrays, cut per pair;
+    the sinks folded into each row once, after the merge (:func:`_fold_sinks`)."""
+    alibi_slopes: np.ndarray | None = None
+    softcap: float | None = None
+    sinks: np.ndarray | None = None  # (H,) float64
+    mask: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    bias_shape: tuple | None = None  # the shape the bias came in (its gradient's)
+
+    def geo(self) -> dict:
+        return dict(alibi_slopes=self.alibi_slopes, softcap=self.softcap)
+
+
+def _check_scores(q, n: int, m: int, *, mask=None, bias=None, alibi_slopes=None, softcap=None,
+                  sinks=None) -> tuple[Scores, dict]:
+    """The modifiers as a :class:`Scores`, and the keywords that check them on
+    one-token stand-ins (their mask and bias one cell of the real ones)."""
+    full = tuple(q.shape[:-2]) + (n, m)
+    sc = Scores(softcap=softcap)
+    stand: dict = dict(alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks)
+    for name, a in (("mask", mask), ("bias", bias)):
+        if a is None:
+            continue
+        a = np.asarray(a)
+        try:
+            fits = a.ndim <= len(full) and np.broadcast_shapes(a.shape, full) == full
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"{name} of shape {a.shape} does not broadcast to {full}")
+        a2 = a.reshape((1,) * (2 - a.ndim) + a.shape) if a.ndim < 2 else a
+        stand[name] = a2[..., :1, :1]
+        if name == "bias":
+            sc.bias_shape = a.shape
+            if a.dtype.kind == "f" and a.dtype != q.dtype:
+                a = a.astype(q.dtype)
+        setattr(sc, name, as_pairwise(a, tuple(q.shape[:-3])))
+    heads = q.shape[-3] if len(q.shape) >= 3 else 1
+    if alibi_slopes is not None:
+        sc.alibi_slopes = _per_head(alibi_slopes, "alibi_slopes", heads)
+    if sinks is not None:
+        sc.sinks = _per_head(sinks, "sinks", heads)
+    return sc, stand
+
+
+def _fold_sinks(out, lse, sinks: np.ndarray | None):
+    """(out, lse) with each head's sink added to every row's denominator, as
+    attncore.attention(..., sinks=) has them: the sink is one more term of
+    the merge, weight exp(sink - lse').  NumPy or dask arrays."""
+    if sinks is None:
+        return out, lse
+    s = sinks.reshape(-1, 1) if len(lse.shape) >= 2 else sinks.reshape(())
+    with np.errstate(invalid="ignore"):
+        new = np.logaddexp(lse, s).astype(lse.dtype)
+        w = np.exp(lse - new)
+    w = np.where(np.isnan(w), 0, w).astype(out.dtype)  # nothing seen and no sink: stays 0
+    return out * w[..., None], new
+
+
+def _sink_gradient(sinks: np.ndarray, out, lse, dout):
+    """d(sinks): -Σ exp(sink_h - lse)·rowsum(dout ∘ out) over every row of head h."""
+    D = (dout.astype(np.float64) * out.astype(np.float64)).sum(-1)
+    s = sinks.reshape(-1, 1) if len(lse.shape) >= 2 else sinks.reshape(())
+    with np.errstate(over="ignore", invalid="ignore"):
+        g = -(np.exp(s - lse.astype(np.float64)) * D)
+    if len(lse.shape) < 2:
+        return g.sum().reshape(1)
+    head = len(lse.shape) - 2
+    return g.sum(axis=tuple(a for a in range(len(lse.shape)) if a != head))
+
+
+def _call_shape(q, k, v, *, scale, causal, window, key_lengths, stand_kw=None):
     """Check the shapes and arguments as attncore.attention does, on stand-ins
     one token long (nothing is computed or copied): (scale, key lengths or
     None, batch, heads, kv_heads, d_k, d_v, n, m)."""
@@ -234,7 +328,8 @@ def _call_shape(q, k, v, *, scale, causal, window, key_lengths):
         if len(a.shape) < 2:
             raise ValueError(f"{name} must have at least 2 dims (..., seq, dim), got {a.shape}")
     stand = [np.zeros(a.shape[:-2] + (1, a.shape[-1]), a.dtype) for a in (q, k, v)]
-    attncore.attention(*stand, scale=scale, causal=causal, window=window)  # raises what it would
+    attncore.attention(*stand, scale=scale, causal=causal, window=window,  # raises what it would
+                       **(stand_kw or {}))
     n, m = q.shape[-2], k.shape[-2]
     if v.shape[-2] != m:
         raise ValueError(f"k has {m} keys but v has {v.shape[-2]}")
@@ -249,15 +344,19 @@ def _call_shape(q, k, v, *, scale, causal, window, key_lengths):
 
 
 def _plan_for(q, k, v, workers: int, *, causal, window, layout, chunks, key_lengths,
-              scale) -> tuple[Plan, dict]:
+              scale, modifiers: dict) -> tuple[Plan, dict, Scores]:
+    sc, stand_kw = _check_scores(q, *(a.shape[-2] if len(a.shape) >= 2 else 0 for a in (q, k)),
+                                 **modifiers)
     scale, kl, B, H, Hkv, dk, dv, n, m = _call_shape(q, k, v, scale=scale, causal=causal,
-                                                     window=window, key_lengths=key_lengths)
+                                                     window=window, key_lengths=key_lengths,
+                                                     stand_kw=stand_kw)
     pl = make_plan(n, m, workers, causal=causal, layout=layout, chunks=chunks, window=window,
                    batch=B, heads=H, kv_heads=Hkv, head_dim=dk, value_dim=dv,
                    itemsize=np.dtype(q.dtype).itemsize, kv_itemsize=np.dtype(k.dtype).itemsize,
                    key_lengths=kl)
-    geo = dict(n=n, m=m, causal=bool(causal), window=window, scale=scale, key_lengths=kl)
-    return pl, geo
+    geo = dict(n=n, m=m, causal=bool(causal), window=window, scale=scale, key_lengths=kl,
+               **sc.geo())
+    return pl, geo, sc
 
 
 def _assemble(run: _Run, futures: dict[int, Any], bounds: tuple[int, ...], shape: tuple, dtype,
@@ -294,12 +393,17 @@ def _assemble(run: _Run, futures: dict[int, Any], bounds: tuple[int, ...], shape
 def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
               window: int | None = None, scale: float | None = None, layout: str = "zigzag",
               chunks: int | None = None, return_lse: bool = False,
-              key_lengths: Any | None = None, workers: list[str] | int | None = None):
+              key_lengths: Any | None = None, mask: Any | None = None, bias: Any | None = None,
+              alibi_slopes: Any | None = None, softcap: float | None = None,
+              sinks: Any | None = None, workers: list[str] | int | None = None):
     """:func:`attncore.attention` over the workers of a Dask cluster.
 
     q (..., H, n, d_k), k (..., H_kv, m, d_k), v (..., H_kv, m, d_v) as in
     :func:`attncore.attention` (float32 or float64; GQA; ``key_lengths``;
-    bottom-right ``causal`` and ``window``), NumPy arrays or dask arrays.  The
+    bottom-right ``causal`` and ``window``; ``mask``, ``bias``,
+    ``alibi_slopes``, ``softcap`` and ``sinks``), NumPy arrays or dask arrays
+    (``mask`` and ``bias``: NumPy; each pair's cut of them is sent to where
+    the pair runs, never the whole).  The
     sequence is cut as :func:`attncore.distributed.plan` says (``layout``,
     ``chunks``) over the cluster's workers (or ``workers``: addresses or a
     count); NumPy chunks are scattered straight to their owners, dask arrays
@@ -319,17 +423,21 @@ def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
     lazy = any(_is_dask(a) for a in (q, k, v))
     if not lazy:
         q, k, v = (np.asarray(a) for a in (q, k, v))
-    pl, geo = _plan_for(q, k, v, len(addrs), causal=causal, window=window, layout=layout,
-                        chunks=chunks, key_lengths=key_lengths, scale=scale)
+    pl, geo, sc = _plan_for(q, k, v, len(addrs), causal=causal, window=window, layout=layout,
+                            chunks=chunks, key_lengths=key_lengths, scale=scale,
+                            modifiers=dict(mask=mask, bias=bias, alibi_slopes=alibi_slopes,
+                                           softcap=softcap, sinks=sinks))
     run = _Run(client, addrs, "attention")
     qf = run.place("q", q, pl.q_bounds, pl.owner)
     kf = run.place("k", k, pl.k_bounds, pl.owner)
     vf = run.place("v", v, pl.k_bounds, pl.owner)
+    pieces = run.place_pairs(pl, sc)
     kv = run.kv_where_needed(pl, kf, vf)
     merged: dict[int, Any] = {}
     for i in range(pl.chunks):
         parts = [run.submit(W.forward, qf[i], *kv[pl.owner[i], j], pl.q_bounds[i],
-                            pl.k_bounds[j], geo, at=pl.owner[i], name=("pair", i, j))
+                            pl.k_bounds[j], geo, at=pl.owner[i], name=("pair", i, j),
+                            **pieces.get((i, j), {}))
                  for ii, j in pl.pairs if ii == i]
         if parts:
             merged[i] = run.submit(W.merge, *parts, at=pl.owner[i], name=("merged", i))
@@ -344,19 +452,27 @@ def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
                                       "attncore.distributed.attention")))
         parts = [{i: pair[index] for i, pair in got.items()} for index in (0, 1)]
     out = _assemble(run, parts[0], pl.q_bounds, shapes[0], q.dtype, lazy)
-    if not return_lse:
+    if not return_lse and sc.sinks is None:
         return out
-    return out, _assemble(run, parts[1], pl.q_bounds, shapes[1], q.dtype, lazy, -np.inf, axis=-1)
+    lse = _assemble(run, parts[1], pl.q_bounds, shapes[1], q.dtype, lazy, -np.inf, axis=-1)
+    out, lse = _fold_sinks(out, lse, sc.sinks)
+    return (out, lse) if return_lse else out
 
 
 def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,
                        dout: Any, *, client, causal: bool = False,
                        window: int | None = None, scale: float | None = None,
                        layout: str = "zigzag", chunks: int | None = None,
-                       key_lengths: Any | None = None,
+                       key_lengths: Any | None = None, mask: Any | None = None,
+                       bias: Any | None = None, alibi_slopes: Any | None = None,
+                       softcap: float | None = None, sinks: Any | None = None,
+                       return_dbias: bool = False, return_dsinks: bool = False,
                        workers: list[str] | int | None = None):
     """:func:`attncore.attention_backward` over a Dask cluster, on the plan
-    :func:`attention` uses: ``(dq, dk, dv)``.
+    :func:`attention` uses: ``(dq, dk, dv)``, then ``dbias`` if
+    ``return_dbias`` (NumPy, shaped like ``bias``: each pair's share comes
+    back and is summed here) and ``dsinks`` if ``return_dsinks``, as
+    :func:`attncore.attention_backward` returns them.
 
     ``out``, ``lse`` and ``dout`` (rows of q) are placed with q.  Each pair
     runs ``attncore.attention_backward`` on its slices on the query chunk's
@@ -370,8 +486,14 @@ def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,
     lazy = any(_is_dask(a) for a in arrays)
     if not lazy:
         q, k, v, out, lse, dout = (np.asarray(a) for a in arrays)
-    pl, geo = _plan_for(q, k, v, len(addrs), causal=causal, window=window, layout=layout,
-                        chunks=chunks, key_lengths=key_lengths, scale=scale)
+    pl, geo, sc = _plan_for(q, k, v, len(addrs), causal=causal, window=window, layout=layout,
+                            chunks=chunks, key_lengths=key_lengths, scale=scale,
+                            modifiers=dict(mask=mask, bias=bias, alibi_slopes=alibi_slopes,
+                                           softcap=softcap, sinks=sinks))
+    if return_dbias and sc.bias is None:
+        raise ValueError("return_dbias=True needs a bias")
+    if return_dsinks and sc.sinks is None:
+        raise ValueError("return_dsinks=True needs sinks")
     for name, a, want in (("out", out, tuple(q.shape[:-1]) + (v.shape[-1],)),
                           ("lse", lse, tuple(q.shape[:-1])), ("dout", dout, None)):
         want = want or tuple(out.shape)
@@ -385,12 +507,14 @@ def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,
     of = run.place("o", out, pl.q_bounds, pl.owner)
     lf = run.place("l", lse[..., None], pl.q_bounds, pl.owner)
     df = run.place("do", dout, pl.q_bounds, pl.owner)
+    pieces = run.place_pairs(pl, sc)
     kv = run.kv_where_needed(pl, kf, vf)
     grads = {}
     for i, j in pl.pairs:
         grads[i, j] = run.submit(W.backward, qf[i], *kv[pl.owner[i], j], of[i], lf[i], df[i],
                                  pl.q_bounds[i], pl.k_bounds[j], geo, at=pl.owner[i],
-                                 name=("pair", i, j))
+                                 name=("pair", i, j), return_dbias=return_dbias,
+                                 **pieces.get((i, j), {}))
     dq = {i: run.submit(W.total, 0, *[g for (ii, _), g in grads.items() if ii == i],
                         at=pl.owner[i], name=("dq", i))
           for i in sorted({i for i, _ in pl.pairs})}
@@ -404,10 +528,31 @@ def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,
                                 at=w, name=(name + "-part", j, w))
                      for w in sorted({pl.owner[i] for i, jj in pl.pairs if jj == j})]
             into[j] = run.submit(W.total, -1, *local, at=pl.owner[j], name=(name, j))
-    run.wait(list(dq.values()) + list(dk.values()) + list(dv.values()))
-    return (_assemble(run, dq, pl.q_bounds, tuple(q.shape), q.dtype, lazy),
-            _assemble(run, dk, pl.k_bounds, tuple(k.shape), k.dtype, lazy),
-            _assemble(run, dv, pl.k_bounds, tuple(v.shape), v.dtype, lazy))
+    dbias = {pair: run.submit(W.out_of, g, 3, at=pl.owner[pair[0]], name=("dbias",) + pair)
+             for pair, g in grads.items()} if return_dbias else {}
+    run.wait(list(dq.values()) + list(dk.values()) + list(dv.values()) + list(dbias.values()))
+    result = (_assemble(run, dq, pl.q_bounds, tuple(q.shape), q.dtype, lazy),
+              _assemble(run, dk, pl.k_bounds, tuple(k.shape), k.dtype, lazy),
+              _assemble(run, dv, pl.k_bounds, tuple(v.shape), v.dtype, lazy))
+    if return_dbias:
+        result += (_whole_dbias(run, pl, sc, dbias, tuple(q.shape[:-3]), q.dtype),)
+    if return_dsinks:
+        result += (_sink_gradient(sc.sinks, out, lse, dout),)
+    return result
+
+
+def _whole_dbias(run: _Run, pl: Plan, sc: Scores, futures: dict, lead: tuple, dtype):
+    """Each pair's d(bias) block gathered and summed into the bias's own shape."""
+    pairs = list(futures)
+    got = gather(run.client, [futures[p] for p in pairs], run.addrs,
+                 "attncore.distributed.attention_backward")
+    acc = np.zeros(sc.bias.shape, np.float64)
+    for (i, j), part in zip(pairs, got):
+        rows = slice(pl.q_bounds[i], pl.q_bounds[i + 1]) if acc.shape[-2] > 1 else slice(None)
+        keys = slice(pl.k_bounds[j], pl.k_bounds[j + 1]) if acc.shape[-1] > 1 else slice(None)
+        acc[..., rows, keys] += part
+    batch = (1,) * len(lead) if acc.shape[0] == 1 else lead
+    return sum_to_shape(acc.reshape(batch + acc.shape[1:]), sc.bias_shape).astype(dtype)
 
 
 # --- the sharded KV cache --------------------------------------------------
@@ -471,10 +616,10 @@ class KVCache:
         """Tokens held by each shard."""
         return list(self._lengths)
 
-    def _submit(self, fn, shard: int, *args):
+    def _submit(self, fn, shard: int, *args, **kwargs):
         # after the shard's previous call: Dask runs independent tasks in any order
         f = self._run.submit(fn, self.id, shard, *args, _after=self._last[shard], at=shard,
-                             name=(fn.__name__, shard))
+                             name=(fn.__name__, shard), **kwargs)
         self._last[shard] = f
         return f
 
@@ -504,10 +649,13 @@ class KVCache:
             self._run.wait(pending)
 
     def attend(self, q: Any, causal: bool = True, *, window: int | None = None,
-               scale: float | None = None, return_lse: bool = False):
+               scale: float | None = None, return_lse: bool = False, mask: Any | None = None,
+               bias: Any | None = None, alibi_slopes: Any | None = None,
+               softcap: float | None = None, sinks: Any | None = None):
         """attention(q, keys, values, causal=causal, ...) over the whole cache,
         as :meth:`attncore.KVCache.attend`: q (*batch, H, n, head_dim) holds the
-        n newest tokens' queries; bottom-right causal."""
+        n newest tokens' queries; bottom-right causal.  ``mask`` and ``bias``
+        (..., H, n, len(cache)) travel cut per shard with its task."""
         q = np.asarray(q)
         with self._lock:
             m = len(self)
@@ -515,16 +663,22 @@ class KVCache:
                 raise ValueError("the cache is empty: append keys and values before attend")
             stand_k = np.zeros(self.batch + (self.kv_heads, 1, self.head_dim), self.dtype)
             stand_v = np.zeros(self.batch + (self.kv_heads, 1, self.value_dim), self.dtype)
+            n = q.shape[-2] if q.ndim >= 2 else 0
+            sc, stand_kw = _check_scores(q, n, m, mask=mask, bias=bias, alibi_slopes=alibi_slopes,
+                                         softcap=softcap, sinks=sinks)
             scale, *_ = _call_shape(q, stand_k, stand_v, scale=scale, causal=causal, window=window,
-                                    key_lengths=None)
-            n = q.shape[-2]
+                                    key_lengths=None, stand_kw=stand_kw)
             geo = dict(qa=0, n=n, m=m, causal=bool(causal), window=window, scale=scale,
-                       key_lengths=None)
+                       key_lengths=None, **sc.geo())
             self._run.renew()
             parts, start = [], 0
             for s, length in enumerate(self._lengths):
                 if length:
-                    parts.append((s, self._submit(W.shard_attend, s, q, length, start, geo)))
+                    cuts = {name: cut(a, 0, n, start, start + length)
+                            for name, a in (("mask", sc.mask), ("bias", sc.bias))
+                            if a is not None}
+                    parts.append((s, self._submit(W.shard_attend, s, q, length, start, geo,
+                                                  **cuts)))
                 start += length
         level = 0
         while len(parts) > 1:  # a tree: each merge on the worker of its left part
@@ -534,6 +688,7 @@ class KVCache:
                      if b is not None else a
                      for a, b in zip(parts[::2], parts[1::2] + [None] * (len(parts) % 2))]
         [(o, lse)] = gather(self.client, [parts[0][1]], self.addrs, "KVCache.attend")
+        o, lse = _fold_sinks(o, lse, sc.sinks)
         return (o, lse) if return_lse else o
 
     def close(self) -> None:

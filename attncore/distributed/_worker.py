@@ -44,16 +44,18 @@ def _use_worker_threads() -> None:
     _threads_set = True
 
 
-def forward(q, k, v, qa: int, ka: int, geo: dict):
+def forward(q, k, v, qa: int, ka: int, geo: dict, mask=None, bias=None):
     with _one_call:
         _use_worker_threads()
-        return block_forward(q, k, v, qa, ka, **geo)
+        return block_forward(q, k, v, qa, ka, mask=mask, bias=bias, **geo)
 
 
-def backward(q, k, v, out, lse, dout, qa: int, ka: int, geo: dict):
+def backward(q, k, v, out, lse, dout, qa: int, ka: int, geo: dict, mask=None, bias=None,
+             return_dbias: bool = False):
     with _one_call:
         _use_worker_threads()
-        return block_backward(q, k, v, out, lse, dout, qa, ka, **geo)
+        return block_backward(q, k, v, out, lse, dout, qa, ka, mask=mask, bias=bias,
+                              return_dbias=return_dbias, **geo)
 
 
 def merge(*parts):
@@ -131,14 +133,17 @@ def shard_append(cache: str, shard: int, k, v, _after=None) -> int:
     return len(s)
 
 
-def shard_attend(cache: str, shard: int, q, length: int, ka: int, geo: dict, _after=None):
+def shard_attend(cache: str, shard: int, q, length: int, ka: int, geo: dict, mask=None,
+                 bias=None, _after=None):
     """(o, lse) of the queries against this shard's first ``length`` tokens,
-    which are the global keys ka, ka+1, ...: the later appends are not seen."""
+    which are the global keys ka, ka+1, ...: the later appends are not seen
+    (``mask`` and ``bias``: this shard's cut of the call's)."""
     s = _shard(cache, shard)
     keys, values = s.keys, s.values
     with _one_call:
         _use_worker_threads()
         return block_forward(q, keys[..., :length, :], values[..., :length, :], geo["qa"], ka,
+                             mask=mask, bias=bias,
                              **{k: val for k, val in geo.items() if k != "qa"})
 
 
