@@ -59,7 +59,7 @@ static void bwd_p(const ac_kernels *kern, const ac_attn_args *a, const ac_vis *v
                   const real *qb, const real *kp, int64_t pbk, const real *lse, int64_t i0,
                   int64_t rows, int64_t j0, int64_t cols, int64_t bk, real *s,
                   const bwd_scratch *w) {
-    kern->OPS.qk(rows, cols, a->dk, qb, a->q_stride[2], kp, pbk, (real)a->scale, s, bk, NULL);
+    kern->OPS.qk(rows, cols, a->dk, qb, a->q_stride[2], kp, pbk, (real)a->scale, 0, s, bk, NULL);
     if (vis->softcap > 0)
         for (int64_t r = 0; r < rows; r++) {
             kern->OPS.softcap(s + r * bk, cols, (real)vis->softcap);
@@ -83,7 +83,7 @@ static void bwd_ds(const ac_kernels *kern, const ac_attn_args *a, const ac_vis *
                    const real *dob, const real *vp, int64_t pbk, const real *Drow, int64_t rows,
                    int64_t cols, int64_t bk, const real *p, real *dp, const bwd_scratch *w,
                    real *dbias, int64_t ldb) {
-    kern->OPS.qk(rows, cols, a->dv, dob, a->dv, vp, pbk, 1, dp, bk, NULL);
+    kern->OPS.qk(rows, cols, a->dv, dob, a->dv, vp, pbk, 1, 0, dp, bk, NULL);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             dp[r * bk + c] = p[r * bk + c] * (dp[r * bk + c] - Drow[r]);

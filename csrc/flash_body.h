@@ -86,12 +86,15 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         counts.edges += edge;
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = -INFINITY;
-        const int fused = !edge && !vis->mods; /* the maxima fused into qk's store */
+        /* the soft-cap acts on each score alone: qk applies it in registers */
+        const int added = vis->bias || vis->alibi;
+        const int fused = !edge && !added; /* the maxima fused into qk's store */
         kern->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk - t->kb0) * psize,
-                  m - j0 < bk ? m - j0 : bk, scale, w->s, bk, fused ? w->bmax : NULL);
-        if (!fused) { /* modifiers, or a block on the diagonal or the band's edge: the
-                       * scores modified, masked, then their maxima */
-            if (vis->mods) modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, 1);
+                  m - j0 < bk ? m - j0 : bk, scale, (real)vis->softcap, w->s, bk,
+                  fused ? w->bmax : NULL);
+        if (!fused) { /* a bias or ALiBi, or a block on the diagonal or the band's edge:
+                       * the scores modified, masked, then their maxima */
+            if (added) modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, 0);
             if (edge) mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
             for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         }

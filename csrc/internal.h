@@ -33,9 +33,10 @@
  *
  * qk:     s[r*lds + c] = scale * <q_r, k_c> for the first bk keys of a block
  *         packed from pbk keys (bk <= pbk)                       S tile (bq, bk)
+ *         then, if cap > 0, the soft-cap (below) on each score,
  *         and, if rmax is not NULL, rmax[r] = max(rmax[r], max_c s[r, c]),
- *         NaN-propagating: the scale and the running max are fused into the
- *         store of the tile.
+ *         NaN-propagating: the scale, the soft-cap and the running max are
+ *         fused into the store of the tile.
  * rowmax: the NaN-propagating max of x[0..n), -inf for n == 0.
  * expsum: x[i] = exp(x[i] - shift) in place; returns the sum.
  * softcap: x[i] = cap·tanh(x[i] / cap) in place (cap > 0).
@@ -44,7 +45,7 @@
  */
 typedef struct {
     void (*qk)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *kp,
-               int64_t pbk, float scale, float *s, int64_t lds, float *rmax);
+               int64_t pbk, float scale, float cap, float *s, int64_t lds, float *rmax);
     float (*rowmax)(const float *x, int64_t n);
     float (*expsum)(float *x, int64_t n, float shift);
     void (*softcap)(float *x, int64_t n, float cap);
@@ -54,7 +55,7 @@ typedef struct {
 
 typedef struct {
     void (*qk)(int64_t bq, int64_t bk, int64_t d, const double *q, int64_t ldq,
-               const double *kp, int64_t pbk, double scale, double *s, int64_t lds,
+               const double *kp, int64_t pbk, double scale, double cap, double *s, int64_t lds,
                double *rmax);
     double (*rowmax)(const double *x, int64_t n);
     double (*expsum)(double *x, int64_t n, double shift);

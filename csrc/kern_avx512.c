@@ -35,6 +35,19 @@
 #define PV_FEW_ACC 24 /* accumulators of pv's tile for a few rows (decode) */
 #define PV_C 4
 
+/* One Newton step on r ≈ 1/d: r + r·(1 − d·r), which squares the relative
+ * error.  d = ±inf or 0 are not given (the soft-cap's d lies in [1, e^40]). */
+static inline __m512 recip_nr_f32(__m512 d) {
+    const __m512 r = _mm512_rcp14_ps(d);
+    return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1)), r);
+}
+
+static inline __m512d recip_nr_f64(__m512d d) {
+    __m512d r = _mm512_rcp14_pd(d);
+    r = _mm512_fmadd_pd(r, _mm512_fnmadd_pd(d, r, _mm512_set1_pd(1)), r);
+    return _mm512_fmadd_pd(r, _mm512_fnmadd_pd(d, r, _mm512_set1_pd(1)), r);
+}
+
 /* ---- float32 ---- */
 #define real float
 #define FN(x) x##_avx512_f32
@@ -47,6 +60,9 @@
 #define V_FMA _mm512_fmadd_ps
 #define V_MUL _mm512_mul_ps
 #define V_DIV _mm512_div_ps
+/* 1/d: the 14-bit estimate and one Newton step (2^-28, under float's ulp),
+ * for the soft-cap, where a division would cost as much as the rest */
+#define V_RECIP(d) recip_nr_f32(d)
 #define V_ADD _mm512_add_ps
 #define V_SUB _mm512_sub_ps
 #define V_MAX _mm512_max_ps
@@ -76,6 +92,7 @@
 #define LN2_LO -2.12194440e-4f
 #define LOG2E 1.44269504088896341f
 #define EXP_DEG 7
+#define V_EXP_SCALE _mm512_scalef_ps
 #define kvreal float
 #define V_LOADU_KV V_LOADU
 #define KV_TO_REAL(x) (x)
@@ -115,6 +132,7 @@
 #define V_FMA _mm512_fmadd_pd
 #define V_MUL _mm512_mul_pd
 #define V_DIV _mm512_div_pd
+#define V_RECIP(d) recip_nr_f64(d) /* the estimate and two Newton steps: 2^-56 */
 #define V_ADD _mm512_add_pd
 #define V_SUB _mm512_sub_pd
 #define V_MAX _mm512_max_pd
@@ -138,6 +156,7 @@
 #define LN2_LO 1.90821492927058770002e-10
 #define LOG2E 1.44269504088896338700e+00
 #define EXP_DEG 13
+#define V_EXP_SCALE _mm512_scalef_pd
 #define kvreal double
 #define V_LOADU_KV V_LOADU
 #define KV_TO_REAL(x) (x)

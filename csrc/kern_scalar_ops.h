@@ -14,10 +14,15 @@ static real FN(rowmax)(const real *x, int64_t n) {
     return mx;
 }
 
+static void FN(softcap)(real *x, int64_t n, real cap);
+
 static void FN(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq,
-                   const real *k, int64_t pbk, real scale, real *s, int64_t lds, real *rmax) {
+                   const real *k, int64_t pbk, real scale, real cap, real *s, int64_t lds,
+                   real *rmax) {
     (void)pbk; /* packed rows are d values apart whatever the block's size */
     FN(qkd)(bq, bk, d, q, ldq, k, d, scale, s, lds);
+    if (cap > 0)
+        for (int64_t r = 0; r < bq; r++) FN(softcap)(s + r * lds, bk, cap);
     if (rmax)
         for (int64_t r = 0; r < bq; r++) {
             real mx = FN(rowmax)(s + r * lds, bk);
@@ -25,18 +30,26 @@ static void FN(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq
         }
 }
 
+/* Below ln(smallest normal) the weight is 0, as in the SIMD kernels: a
+ * subnormal weight counts for nothing next to the row's largest (1), and the
+ * library exp is slow there (ALiBi's far keys: half the row). */
 static real FN(expsum)(real *x, int64_t n, real shift) {
+    const real lo = sizeof(real) == 4 ? (real)-87.33654 : (real)-708.3964185322641;
     real sum = 0;
     for (int64_t i = 0; i < n; i++) {
-        x[i] = exp(x[i] - shift);
+        const real t = x[i] - shift;
+        x[i] = t < lo ? 0 : exp(t);
         sum += x[i];
     }
     return sum;
 }
 
-/* x = cap·tanh(x / cap) in place: the logit soft-cap. */
+/* x = cap·tanh(x / cap) in place: the logit soft-cap, as the SIMD kernels
+ * write it, tanh(y) = 1 - 2/(e^(2y) + 1) (e^(2y) = inf or 0 gives ±1, NaN
+ * stays NaN): the library tanh costs twice its exp. */
 static void FN(softcap)(real *x, int64_t n, real cap) {
-    for (int64_t i = 0; i < n; i++) x[i] = cap * tanh(x[i] / cap);
+    const real two_over_c = 2 / cap;
+    for (int64_t i = 0; i < n; i++) x[i] = cap - 2 * cap / (exp(x[i] * two_over_c) + 1);
 }
 
 /* x[c] -= slope·|dist - c|: ALiBi's penalty by distance. */

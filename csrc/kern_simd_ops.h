@@ -9,6 +9,8 @@
  *   real, FN(x)         element type, and the name (x_avx512_f32, ...)
  *   VT, VL              vector type, lanes
  *   V_LOADU V_STOREU V_SET1 V_ZERO V_FMA(a,b,c)=a*b+c V_MUL V_DIV V_ADD V_SUB V_MAX V_MIN
+ *   V_RECIP(d)          optional: 1/d to the type's precision, cheaper than V_DIV
+ *                       (an estimate and Newton steps); otherwise 1/d is V_DIV
  *   V_HMAX V_HSUM       horizontal max / sum to a scalar
  *   VN_T VN_INIT VN_ACC(acc, v) VN_ANY(acc)   "has a NaN been seen" accumulator
  *   V_ROUND(x)          round to nearest integer (as a real vector)
@@ -17,6 +19,7 @@
  *                       or where a far-out lane would make a subnormal)
  *   V_EXP_FAST_OK(x), V_EXP_FAST_FINISH(p, n, x)   optional: a vector for which
  *                       ok is true may skip the clamp and finish the cheap way
+ *   V_EXP_SCALE(p, n)   optional: p·2^n where the result is normal (a hardware scale)
  *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
  *   QK_R QK_C PV_R PV_C register tile: rows × vectors of the two products
  *   V_HSUM8(a, out)     optional: out[u] = the sums of eight vectors at once
@@ -74,6 +77,21 @@ static inline VT FN(vexp)(VT x) {
     return V_EXP_FINISH(p, n, x);
 }
 
+/* exp(y) where every lane's result is a normal number (|y| <= 80 float,
+ * 700 double) or NaN: no clamp, no range fixes (the soft-cap's exp). */
+static inline VT FN(vexp_normal)(VT y) {
+    VT n;
+    const VT p = FN(exp_reduced)(y, &n);
+#if defined(V_EXP_SCALE)
+    return V_EXP_SCALE(p, n);
+#elif defined(V_EXP_FAST_FINISH)
+    return V_EXP_FAST_FINISH(p, n, y);
+#else
+    (void)p;
+    return FN(vexp)(y);
+#endif
+}
+
 /* x = exp(x - shift), returning the sum: the exponential and the row sum in
  * one pass.  A partial last vector goes through a full one, so every element
  * gets the same arithmetic wherever it sits in the row. */
@@ -100,17 +118,26 @@ static real FN(expsum)(real *x, int64_t n, real shift) {
 }
 
 /* x = cap·tanh(x / cap) in place (Gemma 2's logit soft-cap), by the same exp:
- * tanh(y) = (e - 1) / (e + 1) with e = exp(2y), 2y held to [-40, 40] where
+ * tanh(y) = 1 - 2 / (e + 1) with e = exp(2y), 2y held to [-40, 40] where
  * tanh is ±1 to the last bit in either type (the clamp keeps NaN: V_MIN and
  * V_MAX with the constant first return the other operand when it is NaN).
  * Near 0 the subtraction costs relative accuracy, not absolute: the error is
- * a few ulp of cap, which is what softmax sees. */
+ * a few ulp of cap, which is what softmax sees.  The reciprocal is V_RECIP
+ * where the ISA has an estimate: a vector division costs as much as the exp
+ * and the rest together, and would be a fifth of the whole kernel's time. */
+#ifdef V_RECIP
+#define SOFTCAP_RECIP(d) V_RECIP(d)
+#else
+#define SOFTCAP_RECIP(d) V_DIV(V_SET1(1), (d))
+#endif
 static inline VT FN(vsoftcap)(VT x, VT c, VT two_over_c) {
     VT y = V_MUL(x, two_over_c);
     y = V_MAX(V_SET1(-40), V_MIN(V_SET1(40), y));
-    const VT e = FN(vexp)(y), one = V_SET1(1);
-    return V_MUL(c, V_DIV(V_SUB(e, one), V_ADD(e, one)));
+    const VT e = FN(vexp_normal)(y);
+    const VT r = SOFTCAP_RECIP(V_ADD(e, V_SET1(1)));
+    return V_FMA(V_MUL(V_SET1(-2), c), r, c); /* c·(1 - 2r) */
 }
+#undef SOFTCAP_RECIP
 
 static void FN(softcap)(real *x, int64_t n, real cap) {
     const VT c = V_SET1(cap), two_over_c = V_SET1(2 / cap);
@@ -180,7 +207,8 @@ static real FN(rowmax)(const real *x, int64_t n) {
  * of a row; the horizontal reduction happens once per row and K block. */
 static inline __attribute__((always_inline)) void FN(qk_tile)(
     int rows, int nvec, int64_t d, const real *q, int64_t ldq, const real *kt, int64_t ldkt,
-    real scale, real *s, int64_t lds, VT *mx, VN_T *nan, real *tail_max, int64_t valid) {
+    real scale, const int capped, real cap, real *s, int64_t lds, VT *mx, VN_T *nan,
+    real *tail_max, int64_t valid) {
     VT acc[QK_R][QK_C];
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < nvec; j++) acc[i][j] = V_ZERO();
@@ -193,18 +221,27 @@ static inline __attribute__((always_inline)) void FN(qk_tile)(
         }
     }
     const VT vs = V_SET1(scale);
+    if (capped) { /* the soft-cap on the tile in registers, before store and max */
+        const VT c = V_SET1(cap), two_over_c = V_SET1(2 / cap);
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < nvec; j++)
+                acc[i][j] = FN(vsoftcap)(V_MUL(acc[i][j], vs), c, two_over_c);
+    } else {
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < nvec; j++) acc[i][j] = V_MUL(acc[i][j], vs);
+    }
     for (int i = 0; i < rows; i++) {
         real *si = s + i * lds;
         if (valid == (int64_t)nvec * VL) { /* a full tile: store and reduce in registers */
             for (int j = 0; j < nvec; j++) {
-                VT v = V_MUL(acc[i][j], vs);
+                const VT v = acc[i][j];
                 V_STOREU(si + j * VL, v);
                 mx[i] = V_MAX(mx[i], v);
                 nan[i] = VN_ACC(nan[i], v);
             }
         } else { /* the last keys of the block: through a buffer */
             real tmp[QK_W];
-            for (int j = 0; j < nvec; j++) V_STOREU(tmp + j * VL, V_MUL(acc[i][j], vs));
+            for (int j = 0; j < nvec; j++) V_STOREU(tmp + j * VL, acc[i][j]);
             for (int64_t c = 0; c < valid; c++) si[c] = tmp[c];
             tail_max[i] = FN(rowmax)(tmp, valid);
         }
@@ -214,7 +251,7 @@ static inline __attribute__((always_inline)) void FN(qk_tile)(
 /* All key tiles for `rows` (<= QK_R) query rows, then their row maxima. */
 static inline __attribute__((always_inline)) void FN(qk_rows)(
     int rows, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt, int64_t ldkt,
-    real scale, real *s, int64_t lds, real *rmax) {
+    real scale, const int capped, real cap, real *s, int64_t lds, real *rmax) {
     VT mx[QK_R];
     VN_T nan[QK_R];
     real tail[QK_R];
@@ -225,12 +262,12 @@ static inline __attribute__((always_inline)) void FN(qk_rows)(
     }
     int64_t c0 = 0;
     for (; c0 + QK_W <= bk; c0 += QK_W)
-        FN(qk_tile)(rows, QK_C, d, q, ldq, kt + c0, ldkt, scale, s + c0, lds, mx, nan, tail,
-                    QK_W);
+        FN(qk_tile)(rows, QK_C, d, q, ldq, kt + c0, ldkt, scale, capped, cap, s + c0, lds, mx, nan,
+                    tail, QK_W);
     if (c0 < bk) {
         const int64_t valid = bk - c0;
-        FN(qk_tile)(rows, (int)((valid + VL - 1) / VL), d, q, ldq, kt + c0, ldkt, scale, s + c0,
-                    lds, mx, nan, tail, valid);
+        FN(qk_tile)(rows, (int)((valid + VL - 1) / VL), d, q, ldq, kt + c0, ldkt, scale, capped,
+                    cap, s + c0, lds, mx, nan, tail, valid);
     }
     if (!rmax) return;
     for (int i = 0; i < rows; i++) {
@@ -241,18 +278,28 @@ static inline __attribute__((always_inline)) void FN(qk_rows)(
 }
 
 /* Row tiles outer, key tiles inner: the row maxima stay in registers, and the
- * (d, bk) Kᵀ block is read from L1/L2 once per row tile. */
+ * (d, bk) Kᵀ block is read from L1/L2 once per row tile.  Written out twice,
+ * with and without the soft-cap (a constant there), so that the plain
+ * kernel's store is the same code it would be without one. */
+#define QK_ALL_ROWS(capped)                                                                   \
+    do {                                                                                      \
+        int64_t r0 = 0;                                                                       \
+        for (; r0 + QK_R <= bq; r0 += QK_R)                                                   \
+            FN(qk_rows)(QK_R, bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, capped, cap,         \
+                        s + r0 * lds, lds, rmax ? rmax + r0 : NULL);                          \
+        if (r0 < bq)                                                                          \
+            FN(qk_rows)((int)(bq - r0), bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, capped,    \
+                        cap, s + r0 * lds, lds, rmax ? rmax + r0 : NULL);                     \
+    } while (0)
 static void FN(qk)(int64_t bq, int64_t bk, int64_t d, const real *q, int64_t ldq, const real *kt,
-                   int64_t pbk, real scale, real *s, int64_t lds, real *rmax) {
+                   int64_t pbk, real scale, real cap, real *s, int64_t lds, real *rmax) {
     const int64_t ldkt = (pbk + QK_W - 1) / QK_W * QK_W; /* as packed */
-    int64_t r0 = 0;
-    for (; r0 + QK_R <= bq; r0 += QK_R)
-        FN(qk_rows)(QK_R, bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
-                    rmax ? rmax + r0 : NULL);
-    if (r0 < bq)
-        FN(qk_rows)((int)(bq - r0), bk, d, q + r0 * ldq, ldq, kt, ldkt, scale, s + r0 * lds, lds,
-                    rmax ? rmax + r0 : NULL);
+    if (cap > 0)
+        QK_ALL_ROWS(1);
+    else
+        QK_ALL_ROWS(0);
 }
+#undef QK_ALL_ROWS
 
 #undef QK_W
 

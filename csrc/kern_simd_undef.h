@@ -15,6 +15,7 @@
 #undef V_FMA
 #undef V_MUL
 #undef V_DIV
+#undef V_RECIP
 #undef V_ADD
 #undef V_SUB
 #undef V_MAX
@@ -28,6 +29,7 @@
 #undef VN_ANY
 #undef V_ROUND
 #undef V_EXP_CLAMP
+#undef V_EXP_SCALE
 #undef V_EXP_FINISH
 #undef V_EXP_FAST_OK
 #undef V_EXP_FAST_FINISH

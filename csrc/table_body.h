@@ -45,7 +45,7 @@ static void score_table(const ac_kernels *kern, const ac_attn_args *a, const ac_
         for (int64_t kb = 0; kb < nkb; kb++) {
             const int64_t j0 = kb * bk, cols = m - j0 < bk ? m - j0 : bk;
             kern->OPS.qk(rows, cols, a->dk, qh + i0 * ldq, ldq, kp + kb * psize, cols, scale,
-                         s + i0 * m + j0, m, NULL);
+                         0, s + i0 * m + j0, m, NULL);
         }
         if (vis->mods) modify_tile(kern, vis, i0, rows, rows, 0, m, s + i0 * m, m, 1);
         if (!ac_vis_clear(vis, i0, rows, 0, m))

@@ -155,6 +155,25 @@ def test_softcap_bounds_the_scores(isa, rng):
     assert_close(s32, 30.0 * np.tanh(attncore.scores(q * 10, k) / 30.0), 30 * 4e-7)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_softcap_in_the_blockwise_kernels_store(isa, rng, dtype):
+    """The blockwise kernel caps each score in registers as Q·Kᵀ is stored
+    (the maxima fused in): interior tiles, diagonal tiles and a partial last
+    vector of keys, huge scores held to the cap, a NaN key still poisoning the
+    rows that see it."""
+    q, k, v = qkv(rng, B=(1,), H=2, n=70, m=83, dk=16, dtype=dtype)
+    q = q * 1e3  # scores in the thousands: tanh is ±1 there, the exp stays finite
+    for causal in (False, True):
+        got = attncore.attention(q, k, v, causal=causal, softcap=7.0)
+        want = reference(q, k, v, causal=causal, softcap=7.0)
+        assert np.isfinite(got).all()
+        assert_close(got, want, tol(dtype, 83, 16) * 4)
+    k[0, 1, 40, 3] = np.nan
+    got = attncore.attention(q, k, v, causal=True, softcap=7.0)
+    assert np.isnan(got[0, 1, 70 - 83 + 40:]).all()  # the rows that see key 40 (bottom-right)
+    assert np.isfinite(got[0, 1, :70 - 83 + 40]).all() and np.isfinite(got[0, 0]).all()
+
+
 def test_a_sink_takes_weight_and_a_row_may_give_none(isa, rng):
     q, k, v = qkv(rng, H=2, n=6, m=10, dk=4)
     out, lse = attncore.attention(q, k, v, sinks=[50.0, -np.inf], return_lse=True)
