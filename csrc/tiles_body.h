@@ -99,6 +99,18 @@ static inline int all_finite(const kvreal *v, int64_t rows, int64_t cols, int64_
     return 1;
 }
 
+/* Does any bias entry of the tile (rows as in modify_tile) hide its key? */
+static inline int bias_tile_hides(const ac_vis *v, int64_t i0, int64_t rows, int64_t period,
+                                  int64_t j0, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        const real *br = (const real *)v->bias + v->bias_off + (r / period) * v->bias_hs +
+                         (i0 + r % period) * v->bias_rs + j0 * v->bias_cs;
+        for (int64_t c = 0; c < cols; c++)
+            if (br[c * v->bias_cs] == -INFINITY) return 1;
+    }
+    return 0;
+}
+
 /* O += P·V for a tile of rows (as in mask_tile) and keys from j0.
  *
  * A masked key (or one a -inf bias hides) has weight exactly 0, and 0 · v is
@@ -113,7 +125,11 @@ static inline void pv_tile(const ac_kernels *kern, const ac_vis *vis, int64_t i0
                            int64_t ldp, const kvreal *v, int64_t ldv, real *o, int64_t ldo,
                            int v_finite) {
     const int64_t span = rows < period ? rows : period;
-    if ((ac_vis_clear(vis, i0, span, j0, cols) && !vis->bias) ||
+    /* every key seen (no mask edge, no -inf in the bias tile), or V finite:
+     * the whole tile at once.  The bias is looked at first: it is rows·cols
+     * values, V's finiteness cols·dv (decode: 4 rows, 128 values a key) */
+    if ((ac_vis_clear(vis, i0, span, j0, cols) &&
+         (!vis->bias || v_finite > 0 || !bias_tile_hides(vis, i0, rows, period, j0, cols))) ||
         (v_finite < 0 ? all_finite(v, cols, dv, ldv) : v_finite)) {
         kern->KV_OPS.pv(rows, cols, dv, p, ldp, v, ldv, o, ldo);
         return;

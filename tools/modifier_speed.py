@@ -21,14 +21,14 @@ import sys
 import numpy as np
 
 
-def child(isa: str, n: int, rounds: int) -> dict:
+def child(isa: str, n: int, rounds: int, d: int = 64) -> dict:
     import attncore
     from attncore.bench.isa import torch_capability
     from attncore.bench.roofs import measure_roofs
     from attncore.teach.cost import _rounds
 
     nt = attncore.get_num_threads()
-    B, H, d = 1, 8, 64
+    B, H = 1, 8
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((B, H, n, d), dtype=np.float32) for _ in range(3))
     bias = rng.standard_normal((1, 1, n, n), dtype=np.float32)
@@ -95,11 +95,12 @@ def main() -> None:
     ap.add_argument("--isa", default="all")
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--d", type=int, default=64, help="head dim")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.n, args.rounds)))
+        print(json.dumps(child(args.child, args.n, args.rounds, args.d)))
         return
     from attncore.bench.isa import child_env, child_path, resolve
 
@@ -107,7 +108,7 @@ def main() -> None:
     for isa in resolve(args.isa):
         env = child_path(child_env(isa))
         r = subprocess.run([sys.executable, __file__, "--child", isa, "--n", str(args.n),
-                            "--rounds", str(args.rounds)], env=env, capture_output=True,
+                            "--rounds", str(args.rounds), "--d", str(args.d)], env=env, capture_output=True,
                            text=True, check=True)
         res = json.loads(r.stdout.strip().splitlines()[-1])
         results.append(res)
