@@ -358,8 +358,8 @@ def check_bias(bias, p: Problem) -> tuple[np.ndarray, tuple]:
     full = p.lead + (n, m)
     shape = b.shape
     b = b.astype(p.dtype, copy=False)
-    if any(st % b.itemsize for st in b.strides):  # odd strides: one copy of the small array
-        b = np.ascontiguousarray(b)
+    if not b.flags.aligned or any(st % b.itemsize for st in b.strides):
+        b = np.require(b, requirements=("C", "A"))  # odd strides or address (off the wire): a copy
     try:
         b = np.broadcast_to(b, full)
     except ValueError:

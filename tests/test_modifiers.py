@@ -174,6 +174,21 @@ def test_the_softcap_in_the_blockwise_kernels_store(isa, rng, dtype):
     assert np.isfinite(got[0, 1, :70 - 83 + 40]).all() and np.isfinite(got[0, 0]).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_bias_at_an_odd_address_is_read_as_a_copy(isa, rng, dtype):
+    """A bias whose data sits off its itemsize (as one deserialized from a
+    network buffer can): read through an aligned copy, same result."""
+    q, k, v = qkv(rng, B=(1,), H=2, n=20, m=37, dk=8, dtype=dtype)
+    raw = np.zeros(np.dtype(dtype).itemsize * 2 * 20 * 37 + 1, np.uint8)
+    bias = np.frombuffer(raw[1:].data, dtype=dtype).reshape(2, 20, 37)
+    bias[...] = rng.standard_normal(bias.shape)
+    assert not bias.flags.aligned
+    got = attncore._problem.check_bias(bias, attncore._problem.problem(q, k, v))[0]
+    assert got.flags.aligned
+    assert_close(attncore.attention(q, k, v, bias=bias),
+                 attncore.attention(q, k, v, bias=bias.copy()), 0)
+
+
 def test_a_sink_takes_weight_and_a_row_may_give_none(isa, rng):
     q, k, v = qkv(rng, H=2, n=6, m=10, dk=4)
     out, lse = attncore.attention(q, k, v, sinks=[50.0, -np.inf], return_lse=True)
