@@ -40,7 +40,19 @@ def table(title: str, calls: dict, rounds: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--isa", default="all")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not args.child:
+        import subprocess
+        import sys
+
+        from attncore.bench.isa import child_env, child_path, resolve
+
+        for isa in resolve(args.isa):
+            subprocess.run([sys.executable, __file__, "--child", "--rounds", str(args.rounds)],
+                           env=child_path(child_env(isa)), check=True)
+        return
     rng = np.random.default_rng(0)
     print(f"isa {attncore.info()['isa']}, {attncore.get_num_threads()} threads")
     H, Hkv, d, m = 32, 8, 128, 8192
