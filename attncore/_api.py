@@ -7,7 +7,7 @@ import math
 from typing import Literal, overload
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, DTypeLike
 
 from attncore import _core
 from attncore import _validate as validate
@@ -43,7 +43,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
               softcap: float | None = ...,
-              sinks: ArrayLike | None = ...) -> np.ndarray: ...
+              sinks: ArrayLike | None = ...,
+              out_dtype: DTypeLike | None = ...) -> np.ndarray: ...
 
 
 @overload
@@ -57,7 +58,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
               softcap: float | None = ...,
-              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              sinks: ArrayLike | None = ...,
+              out_dtype: DTypeLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -71,7 +73,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
               softcap: float | None = ...,
-              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
+              sinks: ArrayLike | None = ...,
+              out_dtype: DTypeLike | None = ...) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -85,7 +88,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
               softcap: float | None = ...,
-              sinks: ArrayLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+              sinks: ArrayLike | None = ...,
+              out_dtype: DTypeLike | None = ...) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 @overload
@@ -99,7 +103,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, causal: bool = ...,
               k_offset: ArrayLike | None = ...,
               bias: ArrayLike | None = ..., alibi_slopes: ArrayLike | None = ...,
               softcap: float | None = ...,
-              sinks: ArrayLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
+              sinks: ArrayLike | None = ...,
+              out_dtype: DTypeLike | None = ...) -> np.ndarray | tuple[np.ndarray, ...]: ...
 
 
 def attention(
@@ -123,6 +128,7 @@ def attention(
     alibi_slopes: ArrayLike | None = None,
     softcap: float | None = None,
     sinks: ArrayLike | None = None,
+    out_dtype: DTypeLike | None = None,
 ) -> np.ndarray | tuple[np.ndarray, ...]:
     """Scaled dot-product attention, ``softmax(q·kᵀ·scale)·v``, in the C core.
 
@@ -131,10 +137,12 @@ def attention(
     q : array_like, shape (..., H, n, d_k) or (n, d_k)
     k : array_like, shape (..., H_kv, m, d_k) or (m, d_k)
     v : array_like, shape (..., H_kv, m, d_v) or (m, d_v)
-        float32 or float64, all three the same dtype — or a 16-bit KV cache
-        with float32 q: k and v float16, or bfloat16 (``ml_dtypes.bfloat16``,
-        or its bits as uint16), converted exactly as they are loaded, the
-        arithmetic and the output float32; the batch dims ``...`` equal.
+        float32 or float64, all three the same dtype — or 16-bit: k and v
+        float16, or bfloat16 (``ml_dtypes.bfloat16``, or its bits as uint16),
+        with q float32 (a 16-bit KV cache: the output float32) or of k's
+        kind (the output rounded to it, unless ``out_dtype``).  16-bit values
+        are widened exactly as they are loaded; the arithmetic, the softmax
+        state and the sums are float32.  The batch dims ``...`` equal.
         ``H`` must be a multiple of ``H_kv`` (grouped-query / multi-query
         attention): query head ``h`` reads kv head ``h // (H // H_kv)``.
         ``n != m`` (cross-attention) and ``d_v != d_k`` are fine.  Any strides
@@ -204,6 +212,10 @@ def attention(
         term ``exp(sink)`` in each row's softmax denominator with no value,
         so a row may give weight to nothing.  ``lse`` includes it (so
         :func:`merge` must not see it twice: give it to one part only).
+    out_dtype : dtype, optional
+        With 16-bit queries, ``np.float32`` keeps the output in float32
+        instead of rounding it to the queries' type.  ``lse`` and the weights
+        are float32 for 16-bit inputs.
 
     Returns
     -------
@@ -241,26 +253,32 @@ def attention(
                       block_k=block_k, return_lse=return_lse, return_weights=return_weights,
                       mask=mask, key_lengths=key_lengths, window=window, q_offset=q_offset,
                       k_offset=k_offset, bias=bias, alibi_slopes=alibi_slopes, softcap=softcap,
-                      sinks=sinks)
+                      sinks=sinks, out_dtype=out_dtype)
 
 
 def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=None, block_k=None,
                return_lse=False, return_weights=False, mask=None, key_lengths=None, window=None,
                q_offset=None, k_offset=None, bias=None, alibi_slopes=None, softcap=None,
                sinks=None, split_kv: int | None = None,
-               block_counts: np.ndarray | None = None):
+               block_counts: np.ndarray | None = None, k_scale: np.ndarray | None = None,
+               v_scale: np.ndarray | None = None, out_dtype=None):
     """:func:`attention` with the keywords of the tests and the teaching code
     (not a stable API).  ``split_kv`` forces the decode path of
     ``method="flash"`` (1), forbids it (0) or leaves it to the kernel (-1;
     ``None``: the module default ``_SPLIT_KV``).  ``block_counts``, an int64
     array of 2, receives the blockwise kernel's own count of the (Q block,
     K block) tiles it computed and of those it had to mask (the rest of the
-    grid it skipped); it turns the decode path off."""
+    grid it skipped); it turns the decode path off.  ``k_scale`` and
+    ``v_scale`` make k and v an int8 cache's values (:class:`KVCache`
+    ``dtype="int8"``): float32 arrays shaped like k and v without their last
+    axis, one scale a token and kv head."""
+    int8 = k_scale is not None
     method, p, vis, bq, bk = validate.attention_args(
         q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
         return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window,
         split_kv=split_kv, block_counts=block_counts, q_offset=q_offset, k_offset=k_offset,
-        bias=bias, alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks)
+        bias=bias, alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks, int8=int8)
+    wide = validate.out_dtype(out_dtype, p)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)
     lse = np.empty((B, H, n), p.dtype)
@@ -269,7 +287,16 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
     assert p.v is not None  # attention_args was given v
     k4, v4 = _for_core(p.k), _for_core(p.v)
     bf16 = p.kv16 == "bfloat16"
-    if method == "flash":
+    if int8:
+        ks, vs = (validate.token_scales(s, name, (B, Hkv, m))
+                  for s, name in ((k_scale, "k_scale"), (v_scale, "v_scale")))
+        split = _SPLIT_KV if split_kv is None else split_kv
+        _core.flash_i8(p.q, k4, v4, ks, vs, out, lse, p.scale, vis, bq, bk, nt, split)
+    elif method == "flash" and p.kv16 == "bfloat16" and p.q16 is not None and block_counts is None:
+        # bfloat16 q, k, v: the bfloat16 dot products where the CPU has them (the core decides)
+        split = _SPLIT_KV if split_kv is None else split_kv
+        _core.flash_bf16in(p.q16, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split)
+    elif method == "flash":
         split = _SPLIT_KV if split_kv is None else split_kv
         if block_counts is not None:
             split = 0  # counting tiles is about the blockwise grid, never decode's chunks
@@ -281,6 +308,8 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
         if return_weights:
             weights = np.empty((B, H, n, m), p.dtype)
         _core.naive(p.q, k4, v4, out, lse, weights, p.scale, vis, nt, bf16=bf16)
+    if p.q_half is not None and not wide:  # 16-bit queries: the output rounded to their type
+        out = validate.to_half(out, p.q_half)
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))

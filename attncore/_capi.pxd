@@ -1,6 +1,6 @@
 # Declarations of csrc/attncore.h, mirrored one to one.  Every function is
 # nogil and returns a status code (or a plain value); none raises.
-from libc.stdint cimport int64_t, uint8_t, uint16_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t
 
 cdef extern from "attncore.h" nogil:
     ctypedef enum ac_status:
@@ -32,6 +32,10 @@ cdef extern from "attncore.h" nogil:
         const double *alibi
         double softcap
         const double *sinks
+        const float *k_scale
+        const float *v_scale
+        int64_t kscale_stride[2]
+        int64_t vscale_stride[2]
         int64_t block_q, block_k
         int64_t *block_counts
         int split_kv
@@ -47,6 +51,11 @@ cdef extern from "attncore.h" nogil:
                      float *out, float *lse)
     int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, float *lse)
+    int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
+                        const uint16_t *v, float *out, float *lse)
+    int ac_bf16dot_supported()
+    int ac_flash_i8(const ac_attn_args *a, const float *q, const int8_t *k, const int8_t *v,
+                    float *out, float *lse)
     int ac_naive_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                      float *out, float *lse, float *weights)
     int ac_naive_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
@@ -89,6 +98,7 @@ cdef extern from "attncore.h" nogil:
     int ac_exp_f64(int64_t count, const double *x, double *y)
 
     int64_t ac_probe_fma(int64_t iters, int num_threads)
+    int64_t ac_probe_bf16dot(int64_t iters, int num_threads)
     int64_t ac_probe_read(const float *x, int64_t n, int num_threads)
 
     const char *ac_isa()

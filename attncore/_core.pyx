@@ -9,7 +9,7 @@ pointers and element strides, and C status codes into exceptions.
 """
 cimport cython
 from cpython.exc cimport PyErr_Occurred
-from libc.stdint cimport int64_t, uint8_t, uint16_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t
 import _thread
 import threading
 
@@ -25,6 +25,7 @@ ctypedef fused kvt:
     float
     double
     uint16_t
+    int8_t
 
 CFLAGS = ATTNCORE_CFLAGS.decode()
 
@@ -102,6 +103,8 @@ cdef ac_attn_args _args(const real[:, :, :, :] q, const kvt[:, :, :, :] k,
     a.bias_stride[0] = a.bias_stride[1] = a.bias_stride[2] = 0
     a.alibi = NULL
     a.sinks = NULL
+    a.k_scale = a.v_scale = NULL
+    a.kscale_stride[0] = a.kscale_stride[1] = a.vscale_stride[0] = a.vscale_stride[1] = 0
     a.softcap = vis.softcap
     if vis.bias is not None and vis.bias.size > 0:
         # as the mask: a (B, H, n, m) view, each batch's plane at its offset
@@ -191,6 +194,65 @@ def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
                               &out[0, 0, 0, 0], &lse[0, 0, 0])
         else:
             rc = AC_EINVAL
+    if rc != AC_OK:
+        _raise(rc)
+
+
+@cython.boundscheck(False)
+def flash_bf16in(const uint16_t[:, :, :, :] q, const uint16_t[:, :, :, :] k,
+                 const uint16_t[:, :, :, :] v, float[:, :, :, ::1] out, float[:, :, ::1] lse,
+                 double scale, object vis, int64_t block_q, int64_t block_k, int nthreads,
+                 int split_kv):
+    """flash over bfloat16 q, k and v (bits): float32 out and lse; bfloat16 dot
+    products where the CPU has them (csrc/bf16dot.c)."""
+    # the arguments as for a float32 q of out's rows, then q's own width and strides
+    cdef const float[:, :, :, :] rows = out
+    cdef ac_attn_args a = _args(rows, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
+    a.dk = q.shape[3]
+    _strides3(a.q_stride, q.shape, q.strides, sizeof(uint16_t))
+    a.split_kv = split_kv
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(uint16_t))
+    cdef int rc
+    with nogil:
+        rc = ac_flash_bf16in(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
+                             &out[0, 0, 0, 0], &lse[0, 0, 0])
+    if rc != AC_OK:
+        _raise(rc)
+
+
+def bf16dot_supported():
+    """Does the kernel set in use have bfloat16 dot products this CPU runs?"""
+    return bool(ac_bf16dot_supported())
+
+
+cdef int _scale_strides(int64_t *dst, const float[:, :, :] s) except -1:
+    # (B, Hkv, m) per-token scales: element strides over (batch, head), the
+    # token axis contiguous (a view of a cache's first tokens is not C-contiguous)
+    if s.shape[2] > 1 and s.strides[2] != sizeof(float):
+        raise ValueError("attncore: the token axis of the scales must be contiguous")
+    for i in range(2):
+        dst[i] = s.strides[i] // <Py_ssize_t>sizeof(float)
+    return 0
+
+
+@cython.boundscheck(False)
+def flash_i8(const float[:, :, :, :] q, const int8_t[:, :, :, :] k, const int8_t[:, :, :, :] v,
+             const float[:, :, :] k_scale, const float[:, :, :] v_scale,
+             float[:, :, :, ::1] out, float[:, :, ::1] lse, double scale, object vis,
+             int64_t block_q, int64_t block_k, int nthreads, int split_kv):
+    """flash over an int8 cache: k_scale and v_scale (B, Hkv, m), one float a
+    token and kv head (attncore.KVCache(dtype="int8"))."""
+    cdef ac_attn_args a = _args(q, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
+    a.split_kv = split_kv
+    _strides3(a.v_stride, v.shape, v.strides, sizeof(int8_t))
+    _scale_strides(a.kscale_stride, k_scale)
+    _scale_strides(a.vscale_stride, v_scale)
+    a.k_scale = &k_scale[0, 0, 0]
+    a.v_scale = &v_scale[0, 0, 0]
+    cdef int rc
+    with nogil:
+        rc = ac_flash_i8(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0], &out[0, 0, 0, 0],
+                         &lse[0, 0, 0])
     if rc != AC_OK:
         _raise(rc)
 
@@ -370,6 +432,15 @@ def probe_fma(int64_t iters, int nthreads):
     cdef int64_t flops
     with nogil:
         flops = ac_probe_fma(iters, nthreads)
+    return flops
+
+
+def probe_bf16dot(int64_t iters, int nthreads):
+    """The bfloat16 dot-product probe (vdpbf16ps); FLOPs done, 0 where the
+    kernels in use have none (time the call)."""
+    cdef int64_t flops
+    with nogil:
+        flops = ac_probe_bf16dot(iters, nthreads)
     return flops
 
 

@@ -48,9 +48,23 @@ def attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
     sum dQ in the same order, so the result is the same bits either way.
     Blocks outside the causal / window band are skipped.  ``method="naive"``
     runs the same algorithm with one tile the size of the whole n×m table.
-    The other arguments are :func:`attention`'s; float32 or float64 (not a
-    16-bit cache).
+    The other arguments are :func:`attention`'s.  float32 or float64; or
+    16-bit q, k and v of one kind (float16 or bfloat16), with ``out`` and
+    ``dout`` of that kind or float32 and ``lse`` float32: widened exactly,
+    the gradients computed in float32 and rounded to the types of q, k and v
+    (d(bias) and d(sinks) float32).  A float32 q over a 16-bit cache is not
+    taken (a cache is not trained).
     """
+    half = validate.kv16(np.asarray(q).dtype)
+    if half:
+        wide, kinds = validate.widen_half(half, q=q, k=k, v=v, out=out, dout=dout)
+        grads = attention_backward(
+            wide["q"], wide["k"], wide["v"], wide["out"], lse, wide["dout"], causal=causal,
+            scale=scale, window=window, mask=mask, key_lengths=key_lengths, q_offset=q_offset,
+            k_offset=k_offset, bias=bias, alibi_slopes=alibi_slopes, softcap=softcap,
+            sinks=sinks, return_dbias=return_dbias, return_dsinks=return_dsinks, method=method)
+        return tuple(validate.to_half(g, kinds[name]) for g, name in zip(grads, "qkv")) + \
+            tuple(grads[3:])
     method, p, vis, arrays = validate.backward_args(
         q, k, v, out, lse, dout, causal=causal, scale=scale, window=window, mask=mask,
         key_lengths=key_lengths, method=method, q_offset=q_offset, k_offset=k_offset,

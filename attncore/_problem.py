@@ -39,11 +39,7 @@ def as_float_array(x, name: str, half: bool = False) -> np.ndarray:
     if dt not in FLOAT_DTYPES and not (half and kv16(a.dtype)):
         allowed = ("float32, float64, float16 or bfloat16 (uint16 bits or ml_dtypes.bfloat16)"
                    if half else "float32 or float64")
-        hint = ""
-        if not half and kv16(a.dtype):  # 16-bit queries: what attncore does take is a cache
-            hint = (f"; attncore computes in float32 or float64, but k and v may be a 16-bit "
-                    f"KV cache ({kv16(a.dtype)}) with float32 q: pass {name}.astype(np.float32)")
-        raise TypeError(f"{name} must be {allowed}, got dtype {a.dtype}{hint}")
+        raise TypeError(f"{name} must be {allowed}, got dtype {a.dtype}")
     return a
 
 
@@ -138,6 +134,10 @@ class Problem:
     lead: tuple  # leading shape of the outputs: (..., H) or () for 2-D inputs
     batch: tuple  # the batch dims `...` alone
     scale: float
+    # 16-bit queries (k and v of their kind): q above is them widened to float32;
+    # this is the dtype they came in (float16, uint16 bits or ml_dtypes.bfloat16)
+    q_half: np.dtype | None = None
+    q16: np.ndarray | None = None  # and those queries as they came, a 4-D view of their bits
 
     @property
     def dtype(self) -> np.dtype:
@@ -168,21 +168,40 @@ def _heads(a: np.ndarray, name: str) -> tuple:
     return a.shape[:-3], a.shape[-3], a.shape[-2], a.shape[-1]
 
 
-def problem(q, k, v=None, *, scale=None) -> Problem:
-    """Check q, k (and v) against the shape contract and bring them to 4-D."""
-    arrays = {"q": as_float_array(q, "q"), "k": as_float_array(k, "k", half=True)}
-    if v is not None:
-        arrays["v"] = as_float_array(v, "v", half=True)
-    kv = {name: a for name, a in arrays.items() if name != "q"}
-    kinds = {kv16(a.dtype) for a in kv.values()}
-    if kinds != {None}:
-        # a 16-bit KV cache: K and V both float16 or both bfloat16, queries float32
-        if arrays["q"].dtype.newbyteorder("=") != np.float32 or len(kinds) > 1:
+def problem(q, k, v=None, *, scale=None, int8: bool = False) -> Problem:
+    """Check q, k (and v) against the shape contract and bring them to 4-D.
+    int8: k and v are an int8 cache's values (KVCache(dtype="int8")), q float32.
+    16-bit q (float16 or bfloat16, k and v of the same kind) is widened to
+    float32 here, exactly: the arithmetic is float32, and Problem.q_half says
+    what the output is rounded back to."""
+    q_half = q16 = None
+    if int8:
+        arrays = {"q": as_float_array(q, "q"), "k": np.asarray(k), "v": np.asarray(v)}
+        if arrays["q"].dtype.newbyteorder("=") != np.float32 or any(
+                arrays[n].dtype != np.int8 for n in ("k", "v")):
             got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
-            raise TypeError(f"float16 or bfloat16 keys and values need float32 queries and "
-                            f"must come together, of one kind; got {got}")
+            raise TypeError(f"an int8 cache takes float32 queries and int8 k and v; got {got}")
     else:
-        common_dtype(**arrays)
+        arrays = {"q": as_float_array(q, "q", half=True), "k": as_float_array(k, "k", half=True)}
+        if v is not None:
+            arrays["v"] = as_float_array(v, "v", half=True)
+        if kv16(arrays["q"].dtype):  # 16-bit queries: k and v of their kind, q widened
+            q_half = arrays["q"].dtype
+            if any(kv16(a.dtype) != kv16(q_half) for a in arrays.values()):
+                got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
+                raise TypeError(f"{kv16(q_half)} queries need keys and values of the same kind; "
+                                f"got {got}")
+            q16 = arrays["q"].view(np.uint16)
+            arrays["q"] = kv_values(arrays["q"], np.dtype(np.float32))
+        kinds = {kv16(a.dtype) for name, a in arrays.items() if name != "q"}
+        if kinds != {None}:
+            # a 16-bit KV cache: K and V both float16 or both bfloat16, queries float32
+            if arrays["q"].dtype.newbyteorder("=") != np.float32 or len(kinds) > 1:
+                got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
+                raise TypeError(f"float16 or bfloat16 keys and values need float32 queries and "
+                                f"must come together, of one kind; got {got}")
+        else:
+            common_dtype(**arrays)
     ndims = {name: a.ndim for name, a in arrays.items()}
     if len(set(ndims.values())) > 1:
         got = ", ".join(f"{n} has {d}" for n, d in ndims.items())
@@ -227,6 +246,8 @@ def problem(q, k, v=None, *, scale=None) -> Problem:
         lead=qlead + ((H,) if qa.ndim > 2 else ()),
         batch=qlead,
         scale=positive_scale(scale, dk),
+        q_half=q_half,
+        q16=None if q16 is None else four_d(q16, H, n, dk),
     )
 
 

@@ -66,6 +66,62 @@ def linear_problem(q, k, v, causal, feature_map):
     return p, visibility(p, causal)
 
 
+def out_dtype(dt, p: Problem) -> bool:
+    """attention's out_dtype: None (the output in q's own type) or float32,
+    which 16-bit queries may ask for instead of their type.  Returns whether
+    the output stays float32 (wide)."""
+    if dt is None:
+        return False
+    try:
+        want = np.dtype(dt)
+    except TypeError:
+        raise TypeError(f"out_dtype must be None or a dtype, got {dt!r}") from None
+    if want == p.dtype and p.q_half is not None:
+        return True
+    if want == p.dtype or (p.q_half is not None and want == p.q_half):
+        return False
+    raise ValueError(f"out_dtype must be None, q's dtype, or float32 for 16-bit queries; got "
+                     f"{want} for {p.q_half or p.dtype} queries")
+
+
+def widen_half(kind: str, **arrays) -> tuple[dict, dict]:
+    """attention_backward's 16-bit inputs widened to float32, exactly: q, k, v
+    of one kind (float16 or bfloat16), out and dout of it or float32.
+    Returns (the float32 arrays, the dtype each came in)."""
+    wide, dtypes = {}, {}
+    for name, x in arrays.items():
+        a = np.asarray(x)
+        if kv16(a.dtype) != kind and not (name in ("out", "dout") and a.dtype == np.float32):
+            also = " or float32" if name in ("out", "dout") else ""
+            raise TypeError(f"{name} has dtype {a.dtype}; with {kind} q it must be {kind}{also}")
+        wide[name] = kv_values(a, np.dtype(np.float32)) if kv16(a.dtype) else a
+        dtypes[name] = a.dtype
+    return wide, dtypes
+
+
+def to_half(x: np.ndarray, like: np.dtype) -> np.ndarray:
+    """float32 x rounded to nearest (even) in the 16-bit type `like`: float16,
+    bfloat16 bits (uint16) or ml_dtypes.bfloat16."""
+    if kv16(like) == "float16":
+        return x.astype(like)
+    from attncore._bfloat16 import to_bfloat16
+
+    return to_bfloat16(x).view(like)
+
+
+def token_scales(s, name: str, shape: tuple) -> np.ndarray:
+    """An int8 cache's scales as the core reads them: float32 (B, Hkv, m), the
+    token axis contiguous.  Their values are not looked at (a pass over them
+    would cost a decode step several per cent): KVCache makes them, finite
+    and not negative."""
+    a = np.asarray(s)
+    if a.dtype != np.float32:
+        raise TypeError(f"{name} must be float32, got dtype {a.dtype}")
+    if a.size != np.prod(shape, dtype=np.int64):
+        raise ValueError(f"{name} must hold one scale a token and kv head, {shape}, got {a.shape}")
+    return fast_layout(a.reshape(shape))
+
+
 def check_table(elements: int, itemsize: int, what: str) -> None:
     """MemoryError, before anything is allocated, for a table that cannot fit."""
     nbytes = elements * itemsize
@@ -83,10 +139,12 @@ def check_table(elements: int, itemsize: int, what: str) -> None:
 
 def attention_args(q, k, v, *, causal, scale, method, block_q, block_k, return_weights, mask,
                    key_lengths, window, split_kv=None, block_counts=None, q_offset=None,
-                   k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None):
+                   k_offset=None, bias=None, alibi_slopes=None, softcap=None, sinks=None,
+                   int8=False):
     """The checks of attention: (method, problem, visibility, block_q, block_k),
     block sizes 0 for the core's default.  split_kv and block_counts are
-    attncore.attention's private keywords (the reference has none)."""
+    attncore.attention's private keywords (the reference has none); int8 says
+    k and v are an int8 cache's values (KVCache(dtype="int8"))."""
     method = method_name(method)
     if split_kv not in (None, -1, 0, 1) or isinstance(split_kv, bool):
         raise ValueError(f"split_kv must be -1, 0 or 1, got {split_kv!r}")
@@ -94,7 +152,9 @@ def attention_args(q, k, v, *, causal, scale, method, block_q, block_k, return_w
                                          and block_counts.dtype == np.int64
                                          and block_counts.shape == (2,)):
         raise ValueError("block_counts must be an int64 array of shape (2,)")
-    p = problem(q, k, v, scale=scale)
+    if int8 and (method != "flash" or block_counts is not None):
+        raise ValueError(f"an int8 cache is read by method='flash' only, got method={method!r}")
+    p = problem(q, k, v, scale=scale, int8=int8)
     vis = visibility(p, causal, window, mask, key_lengths, q_offset, k_offset,
                      bias, alibi_slopes, softcap, sinks)
     bq, bk = block_size(block_q, "block_q"), block_size(block_k, "block_k")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import weakref
@@ -11,8 +12,32 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from attncore import _validate as validate
-from attncore._api import attention
+from attncore._api import _attention, attention
 from attncore._bfloat16 import storage_dtype
+
+INT8 = np.dtype(np.int8)
+_ATTENTION_KEYWORDS = frozenset(inspect.signature(attention).parameters) - {"q", "k", "v"}
+
+
+def quantize_int8(x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of x (any float dtype) as int8 and one float32 scale a row, as an
+    int8 :class:`KVCache` stores keys and values (one scale a token and kv
+    head): ``scale = max|row| / 127``, ``q = round(row / scale)`` in
+    [-127, 127], so that ``q · scale`` is within ``scale / 2`` of each value
+    (a row of zeros: scale 0).  Returns (q, scale), scale shaped x.shape[:-1].
+    Values must be finite (ValueError)."""
+    a = validate.kv_values(validate.as_float_array(x, "x", half=True), np.dtype(np.float32))
+    if not np.isfinite(a).all():
+        raise ValueError("an int8 cache holds finite values only: got inf or NaN")
+    scale = (np.abs(a).max(axis=-1, initial=0) / np.float32(127)).astype(np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1))
+    q = np.clip(np.rint(a / safe[..., None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def dequantize_int8(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """What an int8 cache's rows stand for: q · scale, float32."""
+    return q.astype(np.float32) * scale[..., None]
 
 
 class KVCache:
@@ -32,11 +57,16 @@ class KVCache:
         Leading batch dims (default: none).
     value_dim : int, optional
         Default ``head_dim``.
-    dtype : float32, float64, float16 or "bfloat16"
+    dtype : float32, float64, float16, "bfloat16" or "int8"
         float16 and bfloat16 halve the bytes a decode step reads; queries are
         then float32.  "bfloat16" stores ml_dtypes.bfloat16 when that package
         is installed, else uint16 bits (np.uint16 or ml_dtypes.bfloat16 may be
         given directly); :func:`attncore.to_bfloat16` makes the bits.
+        "int8" quarters them (and a float32 scale a token and kv head): each
+        appended row is quantised by :func:`quantize_int8` (absmax, per token
+        and head) and read by the kernels as int8, the scales applied to the
+        score and weight columns; queries float32, ``method="flash"`` only.
+        Its :attr:`keys` and :attr:`values` are the dequantised rows (a copy).
     capacity : int
         Initial capacity in tokens.
 
@@ -58,8 +88,9 @@ class KVCache:
         if isinstance(dtype, str) and dtype == "bfloat16":
             dtype = storage_dtype()  # ml_dtypes' bfloat16 when installed, else uint16 bits
         dtype = np.dtype(dtype)
-        if dtype not in validate.FLOAT_DTYPES and not validate.kv16(dtype):
-            raise TypeError(f"dtype must be float32, float64, float16 or bfloat16, got {dtype}")
+        if dtype not in validate.FLOAT_DTYPES and not validate.kv16(dtype) and dtype != INT8:
+            raise TypeError(f"dtype must be float32, float64, float16, bfloat16 or int8, "
+                            f"got {dtype}")
         self.kv_heads = validate.positive_int(kv_heads, "kv_heads")
         self.head_dim = validate.positive_int(head_dim, "head_dim")
         self.value_dim = validate.positive_int(head_dim if value_dim is None else value_dim,
@@ -69,6 +100,9 @@ class KVCache:
         self.dtype = dtype
         self._k = np.empty(self.batch + (self.kv_heads, capacity, self.head_dim), dtype)
         self._v = np.empty(self.batch + (self.kv_heads, capacity, self.value_dim), dtype)
+        # int8: one float32 scale a token and kv head (else empty, never read)
+        scales = self.batch + (self.kv_heads, capacity if dtype == INT8 else 0)
+        self._ks, self._vs = np.zeros(scales, np.float32), np.zeros(scales, np.float32)
         self._len = 0
         self._lock = threading.Lock()
         KVCache._live.add(self)
@@ -80,23 +114,30 @@ class KVCache:
     def capacity(self) -> int:
         return self._k.shape[-2]
 
-    def _snapshot(self) -> tuple[np.ndarray, np.ndarray]:
-        """Read-only views of the filled keys and values, taken together."""
+    def _snapshot(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Read-only views of the filled keys, values and their scales (int8),
+        taken together."""
         with self._lock:
-            k, v = self._k[..., : self._len, :], self._v[..., : self._len, :]
-        k.flags.writeable = False
-        v.flags.writeable = False
-        return k, v
+            n = self._len
+            views = (self._k[..., :n, :], self._v[..., :n, :], self._ks[..., :n],
+                     self._vs[..., :n])
+        for a in views:
+            a.flags.writeable = False
+        return views
 
     @property
     def keys(self) -> np.ndarray:
-        """The filled keys, (*batch, kv_heads, len, head_dim): a read-only view."""
-        return self._snapshot()[0]
+        """The filled keys, (*batch, kv_heads, len, head_dim): a read-only view
+        (an int8 cache: the dequantised keys, float32, a copy)."""
+        k, _, ks, _ = self._snapshot()
+        return dequantize_int8(k, ks) if self.dtype == INT8 else k
 
     @property
     def values(self) -> np.ndarray:
-        """The filled values, (*batch, kv_heads, len, value_dim): a read-only view."""
-        return self._snapshot()[1]
+        """The filled values, (*batch, kv_heads, len, value_dim): a read-only view
+        (an int8 cache: the dequantised values, float32, a copy)."""
+        _, v, _, vs = self._snapshot()
+        return dequantize_int8(v, vs) if self.dtype == INT8 else v
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -107,6 +148,12 @@ class KVCache:
             new = np.empty(old.shape[:-2] + (cap, old.shape[-1]), self.dtype)
             new[..., : self._len, :] = old[..., : self._len, :]
             setattr(self, name, new)
+        if self.dtype == INT8:
+            for name in ("_ks", "_vs"):
+                old = getattr(self, name)
+                new = np.zeros(old.shape[:-1] + (cap,), np.float32)
+                new[..., : self._len] = old[..., : self._len]
+                setattr(self, name, new)
 
     def append(self, k: ArrayLike, v: ArrayLike) -> None:
         """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
@@ -118,17 +165,22 @@ class KVCache:
             if a.ndim != len(want) or any(w is not None and s != w for s, w in zip(a.shape, want)):
                 shown = tuple("t" if w is None else w for w in want)
                 raise ValueError(f"{name} must have shape {shown}, got {a.shape}")
-            if a.dtype.newbyteorder("=") != self.dtype and not (
+            if self.dtype != INT8 and a.dtype.newbyteorder("=") != self.dtype and not (
                     validate.kv16(a.dtype) == validate.kv16(self.dtype) == "bfloat16"):
                 raise TypeError(f"{name} has dtype {a.dtype} but the cache holds {self.dtype}")
         t = k.shape[-2]
         if v.shape[-2] != t:
             raise ValueError(f"k has {t} tokens but v has {v.shape[-2]}")
+        if self.dtype == INT8:  # any float dtype, quantised before the lock (and checked)
+            (k, ks), (v, vs) = quantize_int8(k), quantize_int8(v)
         with self._lock:
             if self._len + t > self.capacity:
                 self._grow(self._len + t)
             self._k[..., self._len : self._len + t, :] = self._stored(k)
             self._v[..., self._len : self._len + t, :] = self._stored(v)
+            if self.dtype == INT8:
+                self._ks[..., self._len : self._len + t] = ks
+                self._vs[..., self._len : self._len + t] = vs
             self._len += t
 
     def _stored(self, a: np.ndarray) -> np.ndarray:
@@ -145,7 +197,12 @@ class KVCache:
         multiple of kv_heads); causal is bottom-right aligned, so query i
         sees the cached keys and the new ones up to itself.
         """
-        keys, values = self._snapshot()
+        keys, values, ks, vs = self._snapshot()
+        if self.dtype == INT8:  # the int8 values and their scales, read by the blockwise kernel
+            unknown = sorted(set(kwargs) - _ATTENTION_KEYWORDS)
+            if unknown:  # as attention() would say: _attention takes private ones too
+                raise TypeError(f"attend() got unexpected keyword arguments {unknown}")
+            return _attention(q, keys, values, causal=causal, k_scale=ks, v_scale=vs, **kwargs)
         return attention(q, keys, values, causal=causal, **kwargs)
 
     def __repr__(self) -> str:

@@ -29,9 +29,14 @@ Where torch and attncore differ, this module follows torch:
   (query head ``h`` reads kv head ``h // (H / H_kv)``, as torch repeats them).
 - A row that sees no key: attncore gives 0 (torch's math kernel gives NaN).
 
+bfloat16 and float16 tensors are computed as :func:`attncore.attention` computes
+16-bit inputs: widened exactly, float32 arithmetic and softmax state, the output
+(and the gradients) rounded to the tensors' dtype; a float ``attn_mask`` of their
+dtype is added in float32.
+
 Not supported, each a clear error naming the argument: ``dropout_p > 0``; tensors
-not on the CPU; dtypes other than float32/float64 (bfloat16 and float16 queries
-included); ``attn_mask`` together with ``is_causal`` (torch refuses that too).
+not on the CPU; dtypes other than float32, float64, bfloat16 and float16;
+``attn_mask`` together with ``is_causal`` (torch refuses that too).
 Importing this module imports torch (the ``attncore[torch]`` extra).
 """
 
@@ -46,7 +51,8 @@ import attncore
 
 __all__ = ["scaled_dot_product_attention"]
 
-_DTYPES = (torch.float32, torch.float64)
+_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+_HALF = (torch.bfloat16, torch.float16)
 
 
 def _keywords(mask: torch.Tensor | None, causal: bool, alibi: torch.Tensor | None,
@@ -62,13 +68,28 @@ def _keywords(mask: torch.Tensor | None, causal: bool, alibi: torch.Tensor | Non
     if sinks is not None:
         kw["sinks"] = sinks.detach().numpy()
     if mask is not None:
-        a = mask.detach().numpy()
-        kw["mask" if a.dtype == np.bool_ else "bias"] = a
+        if mask.dtype == torch.bool:
+            kw["mask"] = mask.detach().numpy()
+        else:  # a 16-bit float mask as the float32 bias the 16-bit kernels add
+            kw["bias"] = (mask.detach().float() if mask.dtype in _HALF else mask.detach()).numpy()
     return kw
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().numpy()
+    """A tensor as attncore takes it: bfloat16 as its bits (uint16), without a copy."""
+    t = t.detach()
+    return (t.view(torch.uint16) if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def _torch(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    """attncore's result as a tensor of like's dtype (bfloat16 from its bits)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t.view(torch.bfloat16) if like.dtype == torch.bfloat16 else t
+
+
+def _lse_dtype(query: torch.Tensor) -> torch.dtype:
+    """lse is float32 for 16-bit queries (their softmax state is float32)."""
+    return torch.float32 if query.dtype in _HALF else query.dtype
 
 
 @torch.library.custom_op("attncore::sdpa", mutates_args=())
@@ -79,13 +100,13 @@ def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     kw = _keywords(attn_mask, is_causal, alibi_slopes, softcap, sinks)
     out, lse = attncore.attention(_np(query), _np(key), _np(value), scale=scale,
                                   return_lse=True, **kw)
-    return torch.from_numpy(out), torch.from_numpy(lse)
+    return _torch(out, query), torch.from_numpy(lse)
 
 
 @_sdpa.register_fake
 def _(query, key, value, attn_mask, is_causal, scale, alibi_slopes, softcap, sinks):
     out = query.new_empty(query.shape[:-1] + value.shape[-1:])
-    return out, query.new_empty(query.shape[:-1])
+    return out, query.new_empty(query.shape[:-1], dtype=_lse_dtype(query))
 
 
 @torch.library.custom_op("attncore::sdpa_backward", mutates_args=())
@@ -103,10 +124,11 @@ def _sdpa_backward(dout: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                                         return_dsinks=sinks_grad, **kw)
     dq, dk, dv = grads[:3]
     rest = list(grads[3:])
-    dmask = torch.from_numpy(np.ascontiguousarray(rest.pop(0))) if mask_grad else query.new_empty(0)
+    dmask = (torch.from_numpy(np.ascontiguousarray(rest.pop(0))).to(attn_mask.dtype) if mask_grad
+             else query.new_empty(0))
     dsinks = (torch.from_numpy(rest.pop(0)).to(sinks.dtype) if sinks_grad
               else query.new_empty(0))
-    return torch.from_numpy(dq), torch.from_numpy(dk), torch.from_numpy(dv), dmask, dsinks
+    return _torch(dq, query), _torch(dk, key), _torch(dv, value), dmask, dsinks
 
 
 @_sdpa_backward.register_fake
@@ -148,8 +170,8 @@ def _check(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         if t.device.type != "cpu":
             raise ValueError(f"{name} is on {t.device}; attncore runs on the CPU only")
         if t.dtype not in _DTYPES:
-            raise TypeError(f"{name} has dtype {t.dtype}; attncore.torch takes float32 or "
-                            "float64 tensors")
+            raise TypeError(f"{name} has dtype {t.dtype}; attncore.torch takes float32, "
+                            "float64, bfloat16 or float16 tensors")
         if t.dim() < 2:
             raise ValueError(f"{name} must have at least 2 dimensions (..., L, E), "
                              f"got shape {tuple(t.shape)}")
@@ -189,7 +211,8 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     """``torch.nn.functional.scaled_dot_product_attention`` computed by attncore.
 
     query (..., H, L, E), key (..., H_kv, S, E), value (..., H_kv, S, E_v): CPU
-    float32 or float64 tensors of one dtype; returns (..., H, L, E_v).  The
+    float32, float64, bfloat16 or float16 tensors of one dtype; returns
+    (..., H, L, E_v) of that dtype.  The
     arguments mean what they mean for torch (see the module's docstring for
     the few differences and what is refused); gradients flow to query, key and
     value through :func:`attncore.attention_backward` (and to a float

@@ -76,6 +76,11 @@ typedef struct {
     const double *alibi;            /* NULL, or (heads) ALiBi slopes, finite */
     double softcap;                 /* 0 = none, else > 0 and finite */
     const double *sinks;            /* NULL, or (heads) sink logits, finite or -inf */
+    /* An int8 cache (ac_flash_i8 only; NULL elsewhere): key j of kv head hk of
+     * batch b is k_scale[b·kscale_stride[0] + hk·kscale_stride[1] + j] times its
+     * int8 row, and likewise for values: one float scale per token and head. */
+    const float *k_scale, *v_scale;
+    int64_t kscale_stride[2], vscale_stride[2]; /* element strides over (batch, head) */
     int64_t block_q, block_k;       /* blockwise tile sizes; 0 = the tuned default */
     int64_t *block_counts;          /* NULL, or 2 counters the blockwise kernel adds to:
                                        [0] (Q block, K block) tiles computed, [1] of them
@@ -106,6 +111,18 @@ int ac_flash_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const
                  float *out, float *lse);
 int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                   float *out, float *lse);
+/* bfloat16 q, K and V (bits, as uint16), float32 outputs, state and sums: the
+ * products by bfloat16 dot products where the CPU has AVX512_BF16 and the
+ * avx512 kernels are in use (bf16dot.c), else q widened and ac_flash_bf16. */
+int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
+                    const uint16_t *v, float *out, float *lse);
+/* Does the kernel set in use run ac_flash_bf16in by bfloat16 dot products here? */
+int ac_bf16dot_supported(void);
+/* float32 queries and outputs over an int8 cache: K and V int8, each row
+ * (token, kv head) times its float scale, a->k_scale / a->v_scale (required).
+ * The scales are applied to the score and weight columns, not to the rows. */
+int ac_flash_i8(const ac_attn_args *a, const float *q, const int8_t *k, const int8_t *v,
+                float *out, float *lse);
 
 /* Materialised attention: S = Q·Kᵀ·scale, mask, row softmax, A·V.  The n×m
  * table is allocated per head unless `weights` (B, H, n, m) is given, in
@@ -180,6 +197,7 @@ int ac_exp_f64(int64_t count, const double *x, double *y);
 
 /* Probes for the benchmarks' roofs (probes.c): FLOPs / bytes done; time them. */
 int64_t ac_probe_fma(int64_t iters, int num_threads);
+int64_t ac_probe_bf16dot(int64_t iters, int num_threads); /* 0 without bfloat16 dot products */
 int64_t ac_probe_read(const float *x, int64_t n, int num_threads);
 
 /* Runtime: the micro-kernel set in use, chosen at first use by CPU feature

@@ -1,5 +1,5 @@
 /* decode_body.h — split-KV attention for a few query rows (flash-decoding).
- * Instantiated by float32.c, float64.c, float16.c and bfloat16.c as the
+ * Instantiated by float32.c, float64.c, float16.c, bfloat16.c and int8.c as the
  * static decode(), which the blockwise kernel (flash_body.h) calls when
  * ac_decode_applies.
  *
@@ -60,6 +60,9 @@ static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const re
         memcpy(w->q + r * dk, q_head(q, a->q_stride, b, hk * g + r / n) + (r % n) * a->q_stride[2],
                (size_t)dk * sizeof(real));
     const kvreal *kh = kv_head(k, a->k_stride, b, hk), *vh = kv_head(v, a->v_stride, b, hk);
+    /* an int8 cache's scales (else unused) */
+    const float *ks = KV_SCALES ? scale_head(a->k_scale, a->kscale_stride, b, hk) : NULL;
+    const float *vs = KV_SCALES ? scale_head(a->v_scale, a->vscale_stride, b, hk) : NULL;
     /* the chunk's keys, cut to the band any of the rows sees */
     if (j_begin < ac_vis_lo(&vis, 0)) j_begin = ac_vis_lo(&vis, 0);
     if (j_end > ac_vis_hi(&vis, n - 1)) j_end = ac_vis_hi(&vis, n - 1);
@@ -68,10 +71,12 @@ static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const re
         if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
         const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
         kern->KV_OPS.qkd(rows, cols, dk, w->q, dk, kh + j0 * ldk, ldk, (real)a->scale, w->s, bk);
+        if (KV_SCALES) scale_cols(w->s, bk, rows, cols, ks + j0); /* each key's scale */
         if (vis.mods) modify_tile(kern, &vis, 0, rows, n, j0, cols, w->s, bk, 1);
         if (!ac_vis_clear(&vis, 0, n, j0, cols)) mask_tile(&vis, 0, rows, n, j0, cols, w->s, bk);
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv, NULL);
+        if (KV_SCALES) scale_cols(w->s, bk, rows, cols, vs + j0); /* each value's, after l */
         pv_tile(kern, &vis, 0, rows, n, j0, cols, dv, w->s, bk, vh + j0 * ldv, ldv, o, dv, -1);
     }
     if (sinks && vis.sinks) /* each row's sink, once: in its first chunk only */

@@ -1,6 +1,6 @@
 /* flash_body.h — blockwise attention with the online softmax, FlashAttention-2
  * order.  Instantiated by float32.c (ac_flash_f32), float64.c (ac_flash_f64),
- * float16.c (ac_flash_f16) and bfloat16.c (ac_flash_bf16).
+ * float16.c (ac_flash_f16), bfloat16.c (ac_flash_bf16) and int8.c (ac_flash_i8).
  *
  * The unit of work is one Q block of one head: Q blocks are independent, so
  * they are what the threads share out.  Inside a task the K/V blocks stream
@@ -53,6 +53,7 @@ typedef struct {
     const real *kp;            /* the kv head's packed band of K blocks, psize values apart */
     const kvreal *v;           /* the kv head's V (m, dv), rows a->v_stride[2] apart */
     const unsigned char *vfin; /* is each V block of the band finite? */
+    const float *ks, *vs;      /* an int8 cache: the kv head's key and value scales (m) */
     int64_t kb0;               /* the band's first block: kp and vfin start there */
     real *out, *lse;           /* (rows, dv) and (rows) or NULL */
 } flash_task;
@@ -86,15 +87,18 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         counts.edges += edge;
         /* pass 1: the score tile, its row maxima fused into the store */
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = -INFINITY;
-        /* the soft-cap acts on each score alone: qk applies it in registers */
+        /* the soft-cap acts on each score alone: qk applies it in registers
+         * (not over an int8 cache, whose key scales come first) */
         const int added = vis->bias || vis->alibi;
-        const int fused = !edge && !added; /* the maxima fused into qk's store */
+        const int fused = !edge && !added && !KV_SCALES; /* the maxima fused into qk's store */
         kern->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk - t->kb0) * psize,
-                  m - j0 < bk ? m - j0 : bk, scale, (real)vis->softcap, w->s, bk,
-                  fused ? w->bmax : NULL);
-        if (!fused) { /* a bias or ALiBi, or a block on the diagonal or the band's edge:
-                       * the scores modified, masked, then their maxima */
-            if (added) modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, 0);
+                  m - j0 < bk ? m - j0 : bk, scale, KV_SCALES ? 0 : (real)vis->softcap, w->s,
+                  bk, fused ? w->bmax : NULL);
+        if (!fused) { /* a bias or ALiBi, or a block on the diagonal or the band's edge
+                       * (or an int8 cache): the scores modified, masked, then their maxima */
+            if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->ks + j0);
+            if (added || (KV_SCALES && vis->softcap > 0))
+                modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, KV_SCALES);
             if (edge) mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
             for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         }
@@ -111,6 +115,7 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         };
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
                       jn < kv_end ? &next : NULL);
+        if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->vs + j0); /* after l: see int8.c */
         /* pass 3: accumulate P·V */
         pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv, t->out,
                 dv, t->vfin[j0 / bk - t->kb0]);
@@ -126,6 +131,7 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
                  real *out, real *lse) {
     int rc = ac_check_attn(a, q, k, v, out, 1);
     if (rc != AC_OK) return rc;
+    if (KV_SCALES && (!a->k_scale || !a->v_scale)) return AC_EINVAL; /* an int8 cache's */
     const int64_t n = a->n, H = a->heads, Hkv = a->kv_heads;
     if (n == 0 || a->batch == 0 || H == 0) return AC_OK;
     if (ac_decode_applies(a)) return decode(a, q, k, v, out, lse);
@@ -177,6 +183,8 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
                 .kp = kpack + slot0 * psize,
                 .v = kv_head(v, a->v_stride, b, hk),
                 .vfin = vfin + slot0,
+                .ks = KV_SCALES ? scale_head(a->k_scale, a->kscale_stride, b, hk) : NULL,
+                .vs = KV_SCALES ? scale_head(a->v_scale, a->vscale_stride, b, hk) : NULL,
                 .kb0 = kb0[b],
                 .out = out + (hb * n + i0) * a->dv,
                 .lse = lse ? lse + hb * n + i0 : NULL,

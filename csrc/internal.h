@@ -74,7 +74,8 @@ typedef struct {
  *         keys out where that matters.
  * The float16 and bfloat16 sets convert K and V as they load them (exactly:
  * F16C, AVX-512 or NEON conversions for float16, a 16-bit shift for
- * bfloat16) and compute in float32. */
+ * bfloat16) and compute in float32; the int8 set converts each value to
+ * float32 as it is (int8.c applies the cache's scales). */
 typedef struct {
     void (*pack)(int64_t bk, int64_t d, const float *k, int64_t ldk, float *kp);
     void (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *k,
@@ -99,6 +100,39 @@ typedef struct { /* 16-bit K and V (float16 or bfloat16, as uint16), float32 ari
                const uint16_t *v, int64_t ldv, float *o, int64_t ldo);
 } ac_kv_ops_f16;
 
+typedef struct { /* int8 K and V, float32 arithmetic; the values as they are, unscaled */
+    void (*pack)(int64_t bk, int64_t d, const int8_t *k, int64_t ldk, float *kp);
+    void (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq,
+                const int8_t *k, int64_t ldk, float scale, float *s, int64_t lds);
+    void (*pv)(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t ldp,
+               const int8_t *v, int64_t ldv, float *o, int64_t ldo);
+} ac_kv_ops_i8;
+
+/* The bfloat16 dot-product kernels (kern_avx512_bf16.c, vdpbf16ps) that
+ * bf16dot.c runs for bfloat16 q, k and v, with float32 results and state:
+ * pack_q: Q rows as d-pairs (rows, ⌈d/2⌉);  pack_k: a K block as d-pairs,
+ * (⌈d/2⌉, AC_BF16DOT_LDKT(bk));  pack_v: a V block as key pairs
+ * (⌈bk/2⌉, AC_BF16DOT_LDVP(dv));  qk: the float32 qk (no soft-cap) over
+ * them;  p_pairs: P rounded to bfloat16, as key pairs;  pv: O += P·V over
+ * them;  dot_probe: the vdpbf16ps roof.  supported: can this CPU run them
+ * (NULL: not built for this target). */
+typedef struct {
+    int (*supported)(void);
+    void (*pack_q)(int64_t rows, int64_t d, const uint16_t *q, int64_t ldq, uint32_t *qp);
+    void (*pack_k)(int64_t bk, int64_t d, const uint16_t *k, int64_t ldk, uint32_t *kp);
+    void (*pack_v)(int64_t bk, int64_t dv, const uint16_t *v, int64_t ldv, uint32_t *vp);
+    void (*qk)(int64_t bq, int64_t bk, int64_t dp, const uint32_t *qp, int64_t ldq,
+               const uint32_t *kp, int64_t pbk, float scale, float *s, int64_t lds, float *rmax);
+    void (*p_pairs)(int64_t rows, int64_t cols, const float *p, int64_t ldp, uint32_t *pp,
+                    int64_t ldpp);
+    void (*pv)(int64_t bq, int64_t bk2, int64_t dv, const uint32_t *pp, int64_t ldpp,
+               const uint32_t *vp, int64_t ldvp, float *o, int64_t ldo);
+    float (*dot_probe)(int64_t iters, int64_t *flops);
+} ac_bf16dot_ops;
+#define AC_BF16DOT_LDKT(bk) (((bk) + 63) / 64 * 64) /* keys a packed K pair row holds */
+#define AC_BF16DOT_LDVP(dv) (((dv) + 15) / 16 * 16) /* columns a packed V pair row holds */
+extern const ac_bf16dot_ops ac_bf16dot_avx512;
+
 typedef struct {
     const char *name;
     /* Can this CPU run the set?  NULL where the set is not compiled for this
@@ -113,9 +147,11 @@ typedef struct {
     ac_kv_ops_f64 kv_f64;
     ac_kv_ops_f16 kv_f16;  /* float16 K/V */
     ac_kv_ops_f16 kv_bf16; /* bfloat16 K/V: the same signatures, other loads */
+    ac_kv_ops_i8 kv_i8;    /* int8 K/V (unscaled: int8.c applies the scales) */
     /* the probes behind the benchmarks' roofs (probes.c), in float32 */
     float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
+    const ac_bf16dot_ops *bf16dot; /* bfloat16 dot products (AVX512_BF16), or NULL */
 } ac_kernels;
 
 /* The kernel sets of a table whose ISA file names its functions
@@ -132,6 +168,7 @@ typedef struct {
     .kv_f64 = {.pack = pack_##isa##_f64, .qkd = qkd_##isa##_f64, .pv = pv_##isa##_f64},       \
     .kv_f16 = {.pack = pack_##isa##_f16, .qkd = qkd_##isa##_f16, .pv = pv_##isa##_f16},       \
     .kv_bf16 = {.pack = pack_##isa##_bf16, .qkd = qkd_##isa##_bf16, .pv = pv_##isa##_bf16},   \
+    .kv_i8 = {.pack = pack_##isa##_i8, .qkd = qkd_##isa##_i8, .pv = pv_##isa##_i8},           \
     .fma_probe = fma_probe_##isa##_f32, .read_probe = read_probe_##isa##_f32
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))

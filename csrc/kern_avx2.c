@@ -13,7 +13,8 @@
  * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
  * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
  * pv), included below once per element type, and kern_simd_kv.h twice more
- * for the 16-bit caches (float16, bfloat16); kern_simd_undef.h ends each
+ * for the 16-bit caches (float16, bfloat16) and once for the int8 cache;
+ * kern_simd_undef.h ends each
  * element type's section.  The table at the end takes every function they
  * define (qk_avx2_f32, pack_avx2_f16, ...) by AC_KERNEL_SETS (internal.h).
  */
@@ -181,6 +182,17 @@ AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 #define FN(x) x##_avx2_bf16
 #define V_LOADU_KV(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KV_TO_REAL(x) ac_bf16_to_float(x)
+#include "kern_simd_kv.h"
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef FN
+#undef kvreal
+
+/* ---- int8 K/V (an int8 cache, unscaled): sign-extended, then converted ---- */
+#define FN(x) x##_avx2_i8
+#define kvreal int8_t
+#define V_LOADU_KV(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define KV_TO_REAL(x) ((float)(x))
 #include "kern_simd_kv.h"
 #include "kern_simd_undef.h"
 

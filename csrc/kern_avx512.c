@@ -12,7 +12,8 @@
  * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
  * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
  * pv), included below once per element type, and kern_simd_kv.h twice more
- * for the 16-bit caches (float16, bfloat16); kern_simd_undef.h ends each
+ * for the 16-bit caches (float16, bfloat16) and once for the int8 cache;
+ * kern_simd_undef.h ends each
  * element type's section.  The table at the end takes every function they
  * define (qk_avx512_f32, pack_avx512_f16, ...) by AC_KERNEL_SETS (internal.h).
  */
@@ -118,6 +119,17 @@ static inline __m512d recip_nr_f64(__m512d d) {
 #define V_LOADU_KV(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define KV_TO_REAL(x) ac_bf16_to_float(x)
 #include "kern_simd_kv.h"
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef FN
+#undef kvreal
+
+/* ---- int8 K/V (an int8 cache, unscaled): sign-extended, then converted ---- */
+#define FN(x) x##_avx512_i8
+#define kvreal int8_t
+#define V_LOADU_KV(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define KV_TO_REAL(x) ((float)(x))
+#include "kern_simd_kv.h"
 #include "kern_simd_undef.h"
 
 /* ---- float64 ---- */
@@ -190,6 +202,7 @@ const ac_kernels ac_kernels_avx512 = {
     .block_q = 128, .block_k = 128,
     .kt_pad = QK_C * 16,
     AC_KERNEL_SETS(avx512),
+    .bf16dot = &ac_bf16dot_avx512, /* where the CPU has AVX512_BF16 (its own supported()) */
 };
 
 #else /* not x86 with GCC/Clang: the table exists but the CPU check never picks it */

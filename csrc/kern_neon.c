@@ -20,7 +20,8 @@
  * The bodies are kern_simd_ops.h (the kernels on reals: exp, expsum, rowmax,
  * qk, the probes) and kern_simd_kv.h (the loaders of K and V: pack, qkd,
  * pv), included below once per element type, and kern_simd_kv.h twice more
- * for the 16-bit caches (float16, bfloat16); kern_simd_undef.h ends each
+ * for the 16-bit caches (float16, bfloat16) and once for the int8 cache;
+ * kern_simd_undef.h ends each
  * element type's section.  The table at the end takes every function they
  * define (qk_neon_f32, pack_neon_f16, ...) by AC_KERNEL_SETS (internal.h).
  */
@@ -157,6 +158,23 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #define FN(x) x##_neon_bf16
 #define V_LOADU_KV(p) vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(p)), 16))
 #define KV_TO_REAL(x) ac_bf16_to_float(x)
+#include "kern_simd_kv.h"
+#undef V_LOADU_KV
+#undef KV_TO_REAL
+#undef FN
+#undef kvreal
+
+/* ---- int8 K/V (an int8 cache, unscaled): four bytes widened twice, then converted ---- */
+static inline float32x4_t load4_i8(const int8_t *p) {
+    int32_t bits;
+    __builtin_memcpy(&bits, p, sizeof bits); /* any alignment */
+    const int16x8_t w = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(bits)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(w)));
+}
+#define FN(x) x##_neon_i8
+#define kvreal int8_t
+#define V_LOADU_KV(p) load4_i8((const int8_t *)(p))
+#define KV_TO_REAL(x) ((float)(x))
 #include "kern_simd_kv.h"
 #include "kern_simd_undef.h"
 

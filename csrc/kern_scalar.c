@@ -10,6 +10,7 @@
  *   pack_scalar_f64, qkd_scalar_f64, pv_scalar_f64      kern_scalar_kv.h
  *   pack_scalar_f16, qkd_scalar_f16, pv_scalar_f16      kern_scalar_kv.h (float16 K/V)
  *   pack_scalar_bf16, qkd_scalar_bf16, pv_scalar_bf16   kern_scalar_kv.h (bfloat16 K/V)
+ *   pack_scalar_i8, qkd_scalar_i8, pv_scalar_i8         kern_scalar_kv.h (int8 K/V)
  *   qk_scalar_f32, rowmax_scalar_f32, expsum_scalar_f32  kern_scalar_ops.h
  *   qk_scalar_f64, rowmax_scalar_f64, expsum_scalar_f64  kern_scalar_ops.h
  */
@@ -53,6 +54,15 @@
 /* bfloat16 K/V: the same, each value widened by a shift */
 #define KV_TO_REAL(x) ac_bf16_to_float(x)
 #define FN(x) x##_scalar_bf16
+#include "kern_scalar_kv.h"
+#undef kvreal
+#undef KV_TO_REAL
+#undef FN
+
+/* int8 K/V (an int8 cache, unscaled: int8.c applies the scales) */
+#define kvreal int8_t
+#define KV_TO_REAL(x) ((float)(x))
+#define FN(x) x##_scalar_i8
 #include "kern_scalar_kv.h"
 #undef real
 #undef kvreal

@@ -2,6 +2,8 @@
  * instructions the kernels use: the roofs the benchmarks place results under.
  *
  *   ac_probe_fma:  every thread runs independent FMA chains; FLOPs done.
+ *   ac_probe_bf16dot: the same with bfloat16 dot products (vdpbf16ps, 4 FLOPs
+ *                  a lane), where the kernels in use have them; else 0.
  *   ac_probe_read: every thread sums its share of a buffer far larger than
  *                  the caches; bytes read.
  * The caller times them (the wall clock around the call, all threads in).
@@ -17,6 +19,19 @@ int64_t ac_probe_fma(int64_t iters, int num_threads) {
     {
         int64_t flops = 0;
         ac_probe_sink = kern->fma_probe(iters, &flops);
+        total += flops;
+    }
+    return total;
+}
+
+int64_t ac_probe_bf16dot(int64_t iters, int num_threads) {
+    const ac_bf16dot_ops *dot = ac_kernels_active()->bf16dot;
+    if (!ac_bf16dot_supported()) return 0;
+    int64_t total = 0;
+    #pragma omp parallel num_threads(AC_NUM_THREADS(num_threads)) reduction(+ : total)
+    {
+        int64_t flops = 0;
+        ac_probe_sink = dot->dot_probe(iters, &flops);
         total += flops;
     }
     return total;

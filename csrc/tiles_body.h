@@ -23,6 +23,27 @@ static inline const kvreal *kv_head(const kvreal *x, const int64_t stride[3], in
     return x + b * stride[0] + h * stride[1];
 }
 
+/* ---- an int8 cache's scales (int8.c defines KV_SCALED) ------------------ */
+#ifdef KV_SCALED
+#define KV_SCALES 1
+#else
+#define KV_SCALES 0
+#endif
+
+/* The per-token scales of kv head hk of batch b: (m) floats. */
+static inline const float *scale_head(const float *x, const int64_t stride[2], int64_t b,
+                                      int64_t hk) {
+    return x + b * stride[0] + hk * stride[1];
+}
+
+/* s[r, c] *= sc[c]: a key's scale on its score column, or a value's on its
+ * weight column. */
+static inline void scale_cols(real *s, int64_t lds, int64_t rows, int64_t cols,
+                              const float *sc) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) s[r * lds + c] *= sc[c];
+}
+
 /* ---- masks ------------------------------------------------------------- */
 
 /* Set s[r, c] = -inf where tile row r cannot see key j0 + c.  Row r is query

@@ -30,14 +30,13 @@ def test_bad_dtype_is_a_type_error(impl, bad, which):
         impl.attention(args["q"], args["k"], args["v"])
 
 
-def test_16_bit_queries_are_pointed_to_the_16_bit_cache(impl):
+def test_16_bit_queries_need_keys_and_values_of_their_kind(impl):
     q = np.zeros((2, 4, 8), np.float16)
-    with pytest.raises(TypeError, match=r"q must be float32 or float64.*16-bit KV cache.*"
-                                        r"q\.astype\(np\.float32\)"):
-        impl.attention(q, q, q)
-    # and that advice works
-    q32 = q.astype(np.float32)
-    assert impl.attention(q32, q, q).dtype == np.float32
+    for k in (q.astype(np.float32), q.astype(np.float64), attncore.to_bfloat16(q)):
+        with pytest.raises(TypeError, match=r"float16 queries need keys and values of the same "
+                                            r"kind.*k (float32|float64|uint16)"):
+            impl.attention(q, k, q)
+    assert impl.attention(q.astype(np.float32), q, q).dtype == np.float32  # a 16-bit cache
 
 
 def test_mixed_dtypes_are_a_type_error(impl):

@@ -137,16 +137,19 @@ def test_bfloat16_conversion_is_exact_and_rounds_to_nearest_even(isa):
 
 @pytest.mark.parametrize("impl", [attncore, attncore.reference])
 def test_16_bit_dtype_rules(impl, kind):
-    """A 16-bit cache needs float32 queries and K and V of one kind; the
-    kernels that have no 16-bit path refuse it, naming it."""
+    """K and V 16-bit of one kind, with float32 queries (a cache) or queries
+    of their kind; the kernels that have no 16-bit path refuse it, naming it."""
     s = to_kind(np.zeros((2, 4, 8)), kind)
     other = to_kind(np.zeros((2, 4, 8)), "bfloat16" if kind == "float16" else "float16")
     f = np.zeros((2, 4, 8), np.float32)
     d = np.zeros((2, 4, 8))
-    for args in ((s, s, s), (d, s, s), (f, s, f), (f, f, s), (f, s, other), (f, other, s)):
+    for args in ((d, s, s), (f, s, f), (f, f, s), (f, s, other), (f, other, s), (s, f, f),
+                 (s, s, f), (s, other, other), (s, s, other)):
         with pytest.raises(TypeError, match=r"float16|must be float32 or float64"):
             impl.attention(*args)
     assert impl.attention(f, s, s).dtype == np.float32
+    # 16-bit queries: attncore rounds the output to their type, the reference keeps float32
+    assert impl.attention(s, s, s).dtype == (s.dtype if impl is attncore else np.float32)
     name = "float16" if kind == "float16" else "bfloat16"
     for fn in (attncore.plain_attention, attncore.linear_attention):
         with pytest.raises(TypeError, match=f"got {name} k and v"):

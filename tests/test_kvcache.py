@@ -39,7 +39,7 @@ def test_growth_is_amortised_and_views_are_read_only():
 
 
 def test_kvcache_errors():
-    with pytest.raises(TypeError, match=r"dtype must be float32, float64, float16 or bfloat16"):
+    with pytest.raises(TypeError, match=r"dtype must be float32, float64, float16, bfloat16 or int8"):
         KVCache(2, 4, dtype=np.int32)
     with pytest.raises(ValueError, match=r"kv_heads must be a positive integer"):
         KVCache(0, 4)

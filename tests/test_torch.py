@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="attncore.torch needs the torch extra")
 F = torch.nn.functional
 
+import attncore  # noqa: E402
 from attncore.torch import scaled_dot_product_attention as sdpa  # noqa: E402
 from helpers import not_emulated  # noqa: E402
 
@@ -147,10 +148,12 @@ def test_unsupported_arguments_are_refused_by_name(bad, match):
 
 def test_unsupported_tensors_are_refused_by_name():
     q, k, v = _qkv()
-    with pytest.raises(TypeError, match="query has dtype torch.bfloat16"):
+    with pytest.raises(TypeError, match="query has dtype torch.int32"):
+        sdpa(q.detach().int(), k, v)
+    with pytest.raises(TypeError, match="value has dtype torch.complex128"):
+        sdpa(q, k, v.detach().to(torch.complex128))
+    with pytest.raises(TypeError, match="one dtype"):  # 16-bit, but all three of one
         sdpa(q.detach().bfloat16(), k, v)
-    with pytest.raises(TypeError, match="value has dtype torch.float16"):
-        sdpa(q, k, v.detach().half())
     with pytest.raises(TypeError, match="one dtype"):
         sdpa(q, k.detach().float(), v)
     with pytest.raises(ValueError, match="key is on meta"):
@@ -240,3 +243,37 @@ def test_alibi_softcap_and_sinks_match_them_written_in_torch(mods):
     exp = torch.autograd.grad(want.square().sum(), inputs)
     for a, b in zip(got, exp):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", ["full", "causal", "float mask", "gqa"])
+def test_16_bit_tensors_are_widened_computed_in_float32_and_rounded(dtype, case):
+    """bfloat16 and float16 tensors: the output (and the gradients) are the
+    float32 computation on the widened values, rounded once to the dtype."""
+    h, hkv = (4, 2) if case == "gqa" else (4, 4)
+    q, k, v = (t.detach().to(dtype).requires_grad_() for t in _qkv(h=h, hkv=hkv, n=7, m=9))
+    kw = {"is_causal": case == "causal", "enable_gqa": case == "gqa"}
+    mask = None
+    if case == "float mask":
+        mask = torch.randn(7, 9, dtype=dtype)
+        kw["attn_mask"] = mask
+    out = sdpa(q, k, v, **kw)
+    assert out.dtype == dtype
+    out.float().pow(2).sum().backward()
+    q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    kw32 = dict(kw, attn_mask=None if mask is None else mask.float())
+    if case == "causal":  # torch's math kernel, top-left, as sdpa's
+        kw32["is_causal"] = True
+    want = sdpa(q32, k32, v32, **kw32)
+    if dtype == torch.float16 or not attncore._core.bf16dot_supported():
+        assert torch.equal(out, want.to(dtype))  # the float32 result, rounded once
+    else:  # the bfloat16 dot products: P rounded too (docs/usage.md), then the output
+        bound = 2.0**-9 * v.float().abs().max() + 2.0**-8 * want.abs()
+        assert ((out.float() - want).abs() <= bound).all()
+    want.pow(2).sum().backward()
+    for t, w in ((q, q32), (k, k32), (v, v32)):
+        assert t.grad.dtype == dtype
+        # the gradient of out² went through a rounded out: within a few ulps of dtype
+        assert torch.allclose(t.grad.float(), w.grad, rtol=0.05, atol=0.05)
+    ref = F.scaled_dot_product_attention(q32, k32, v32, **kw32)
+    assert torch.allclose(out.float(), ref, atol=1e-2 if dtype == torch.bfloat16 else 2e-3)

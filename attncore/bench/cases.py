@@ -21,6 +21,10 @@ def _itemsize(dtype: str) -> int:
     return 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
 
 
+# an int8 cache also reads a float32 scale a token and kv head, for K and for V
+_SCALE_BYTES = {"int8": 4}
+
+
 @dataclass(frozen=True)
 class Case:
     """One benchmark problem.  regime: "prefill" (n = m, compute-bound),
@@ -37,7 +41,7 @@ class Case:
     regime: str = "prefill"
     keys: int | None = None  # m; default n
     kv_heads: int | None = None  # default H
-    kv_dtype: str | None = None  # the cache's dtype; default dtype (float16, bfloat16 allowed)
+    kv_dtype: str | None = None  # the cache's dtype; default dtype (float16, bfloat16, int8)
     window: int | None = None
 
     @property
@@ -54,7 +58,7 @@ class Case:
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(self.dtype).itemsize
+        return _itemsize(self.dtype)
 
     def pairs(self) -> int:
         """Visible (query, key) pairs per head."""
@@ -77,8 +81,8 @@ class Case:
         """Compulsory memory traffic: Q read and O written once, K and V read
         once (once per kv head: a GQA group shares them); the materialising
         methods also write and read back the n×m table."""
-        it, kv, B, H = self.itemsize, _itemsize(self.kv), self.B, self.H
-        io = it * B * H * 2 * self.n * self.d + kv * B * self.Hkv * 2 * self.m * self.d
+        it, B, H = self.itemsize, self.B, self.H
+        io = it * B * H * 2 * self.n * self.d + self.kv_bytes()
         if self.regime == "backward":  # and out, dout read; dq, dk, dv written
             io *= 2
         if method in ("attncore-naive", "numpy"):
@@ -86,8 +90,10 @@ class Case:
         return io
 
     def kv_bytes(self) -> int:
-        """The K/V bytes a decode step reads: what its GB/s counts."""
-        return _itemsize(self.kv) * self.B * self.Hkv * 2 * self.m * self.d
+        """The K/V bytes a decode step reads: what its GB/s counts (with an
+        int8 cache's scales)."""
+        row = _itemsize(self.kv) * self.d + _SCALE_BYTES.get(self.kv, 0)
+        return self.B * self.Hkv * 2 * self.m * row
 
     def label(self) -> str:
         extra = f" m={self.m} H={self.H}/{self.Hkv} {self.kv}" if self.regime == "decode" else ""
@@ -111,8 +117,11 @@ def default_cases(mode: str = "default") -> list[Case]:
     else:
         raise ValueError(f"mode must be 'quick', 'default' or 'full', got {mode!r}")
     prefill = [Case(n, 64, c) for n in ns for c in (False, True)] + extra
+    # bfloat16 q, k, v: the bfloat16 dot products where the CPU has them
+    prefill += [Case(n, 64, c, dtype="bfloat16") for n in ns[-2:] for c in (False, True)]
     decode = [Case(1, 128, False, H=32, regime="decode", keys=m, kv_heads=hkv, kv_dtype=kv)
-              for kv in ("float32", "float16", "bfloat16") for hkv in (32, 8) for m in ms]
+              for kv in ("float32", "float16", "bfloat16", "int8") for hkv in (32, 8)
+              for m in ms]
     windows = (256, 1024, None) if mode == "full" else (256, None)
     window = [Case(n, 64, True, regime="window", window=w) for w in windows for n in wn]
     bn = (1024, 2048, 4096) if mode == "full" else (1024,)
@@ -121,12 +130,17 @@ def default_cases(mode: str = "default") -> list[Case]:
 
 
 def make_inputs(case: Case, seed: int = 0):
+    """q, k, v; an int8 cache's k and v are (int8 values, float32 scales)."""
     rng = np.random.default_rng(seed)
 
     def draw(h, rows, dtype):
         x = rng.standard_normal((case.B, h, rows, case.d), dtype=np.float64)
         if dtype == "bfloat16":  # a bfloat16 cache: its bits, as uint16
             return attncore.to_bfloat16(x)
+        if dtype == "int8":  # quantised as KVCache(dtype="int8") stores it
+            from attncore.kvcache import quantize_int8
+
+            return quantize_int8(x)
         return x.astype(dtype)
 
     return (draw(case.H, case.n, case.dtype), draw(case.Hkv, case.m, case.kv),

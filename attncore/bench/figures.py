@@ -15,9 +15,11 @@ from attncore.bench.report import _series
 
 _STYLE = {"attncore-flash": ("C0", "o"), "attncore-naive": ("C1", "s"), "numpy": ("C2", "^"),
           "torch": ("C3", "D")}
-_DTYPE_LINE = {"float32": "-", "float16": "--", "bfloat16": ":", "float64": "-."}
+_DTYPE_LINE = {"float32": "-", "float16": "--", "bfloat16": ":", "float64": "-.",
+               "int8": (0, (5, 1, 1, 1, 1, 1))}
 # and the marker's fill, which tells the dtypes apart where a run has one m (no line)
-_DTYPE_FILL = {"float32": "full", "float16": "none", "bfloat16": "left", "float64": "bottom"}
+_DTYPE_FILL = {"float32": "full", "float16": "none", "bfloat16": "left", "float64": "bottom",
+               "int8": "right"}
 
 
 def _legend(ax, handles=None, **kw):
@@ -172,6 +174,9 @@ def _roofline(plt, rows, roofs, d):
         ai = np.logspace(-1.5, 3.5, 200)
         ax.loglog(ai, np.minimum(peak, ai * bw), "k-", lw=1.5,
                   label="roof: min(FMA, AI × read BW)")
+        if roofs.get("bf16dot_gflops"):  # wider arithmetic: a higher compute roof
+            ax.loglog(ai, np.minimum(roofs["bf16dot_gflops"], ai * bw), "k--", lw=1,
+                      label="bfloat16 dot-product roof (probe)")
     for method in sorted({r["method"] for r in rows}):
         pts = [(r["intensity"], r["gflops"]) for r in rows if r["method"] == method]
         c, mk = _STYLE.get(method, ("k", "x"))

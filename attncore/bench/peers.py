@@ -58,8 +58,8 @@ def _torch_runner(q, k, v, causal):
     import torch.nn.functional as F
 
     tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
-    if tk.dtype == torch.uint16:  # a bfloat16 cache, as its bits
-        tk, tv = tk.view(torch.bfloat16), tv.view(torch.bfloat16)
+    # bfloat16 as its bits (q too, for bfloat16 inputs)
+    tq, tk, tv = (t.view(torch.bfloat16) if t.dtype == torch.uint16 else t for t in (tq, tk, tv))
     if tk.dtype != tq.dtype:  # a 16-bit cache: torch wants one dtype, so all 16-bit
         tq = tq.to(tk.dtype)
     gqa = tq.shape[1] != tk.shape[1]
@@ -113,6 +113,13 @@ def runner(method: str, case: Case, inputs):
     kw = {"causal": case.causal, "window": case.window}
     if case.regime == "backward":
         return _backward_runner(method, case, q, k, v)
+    if case.kv == "int8":  # an int8 cache, as KVCache(dtype="int8") reads it: no peer has one
+        if method != "attncore-flash":
+            return None
+        from attncore._api import _attention
+
+        (k8, ks), (v8, vs) = k, v
+        return lambda: _attention(q, k8, v8, k_scale=ks, v_scale=vs, **kw)
     if method == "attncore-flash":
         return lambda: attncore.attention(q, k, v, **kw)
     if method == "attncore-naive":
@@ -122,6 +129,8 @@ def runner(method: str, case: Case, inputs):
     if case.window:  # the peers have no banded kernel: only attncore is timed
         return None
     if method == "numpy":
+        if case.dtype == "bfloat16":  # NumPy has no bfloat16 arithmetic to compare
+            return None
         return lambda: numpy_attention(q, k, v, case.causal)
     if method == "torch":
         return _torch_runner(q, k, v, case.causal) if torch_available() else None

@@ -77,15 +77,19 @@ def _ms(r) -> str:
 
 
 def _roof_share(r, roofs) -> str:
-    """% of the regime's roof: FMA for prefill, streaming read for decode."""
+    """% of the regime's roof: FMA for prefill (the bfloat16 dot-product roof
+    for bfloat16 inputs, where the machine has one), streaming read for decode."""
     roof, got = ((roofs.get("read_gbs"), r["gbs"]) if r["regime"] == "decode"
                  else (roofs.get("fma_gflops"), r["gflops"]))
+    if r["regime"] != "decode" and r["dtype"] == "bfloat16" and roofs.get("bf16dot_gflops"):
+        roof = roofs["bf16dot_gflops"]
     return f"{100 * got / roof:.0f}%" if roof else "—"
 
 
 def case_label(r) -> str:
     """A case in a few words: 'prefill 2048 causal', 'decode 32k 32/8 bf16'."""
-    short = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+    short = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+             "int8": "i8"}
     kv = r.get("kv_dtype", r["dtype"])
     dt = short.get(r["dtype"], r["dtype"]) + ("" if kv == r["dtype"] else "/" + short.get(kv, kv))
     d = "" if r["d"] == (128 if r["regime"] == "decode" else 64) else f" d{r['d']}"
@@ -242,7 +246,9 @@ def markdown_summary(results: dict) -> str:
 
 
 def _roof_line(roofs) -> str:
-    return (f"roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, read "
+    dot = (f", bfloat16 dot {roofs['bf16dot_gflops']:.0f} GFLOP/s"
+           if roofs.get("bf16dot_gflops") else "")
+    return (f"roofs: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s{dot}, read "
             f"{roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm {roofs.get('sgemm_gflops', 0):.0f} "
             f"GFLOP/s")
 
@@ -308,7 +314,9 @@ def markdown_report(result: dict) -> str:
              + (f" Run {m.get('date')} at attncore {m.get('version')}"
                 f"{' (' + m['commit'] + ')' if m.get('commit') else ''}." if m.get("date") else ""),
              f"Roofs measured in the same run: FMA {roofs.get('fma_gflops', 0):.0f} GFLOP/s, "
-             f"streaming read {roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
+             + (f"bfloat16 dot products {roofs['bf16dot_gflops']:.0f} GFLOP/s, "
+                if roofs.get("bf16dot_gflops") else "")
+             + f"streaming read {roofs.get('read_gbs', 0):.1f} GB/s, NumPy sgemm "
              f"{roofs.get('sgemm_gflops', 0):.0f} GFLOP/s."]
     if isa_line(result):
         lines.append(isa_line(result) + ".")

@@ -45,11 +45,17 @@ def measure_roofs(nthreads: int, quick: bool = False) -> dict:
         nbytes = buf.nbytes
         read = nbytes / best_time(lambda: _core.probe_read(buf, nthreads), min_time=0.3) / 1e9
         del buf
+        # the bfloat16 dot-product roof (AVX512_BF16's vdpbf16ps), where the kernels have it
+        bf16 = None
+        if _core.probe_bf16dot(1000, nthreads):
+            dflops = _core.probe_bf16dot(iters, nthreads)
+            bf16 = dflops / best_time(lambda: _core.probe_bf16dot(iters, nthreads), min_time=0.3,
+                                      max_reps=8, min_reps=3) / 1e9
         a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
         sgemm = 2 * 2048**3 / best_time(lambda: a @ a, min_time=0.3) / 1e9
         quiesce_blas()
     return {"fma_gflops": fma, "read_gbs": read, "sgemm_gflops": sgemm, "isa": _core.isa(),
-            "threads": nthreads}
+            "threads": nthreads, "bf16dot_gflops": bf16}
 
 
 def cache_sizes() -> dict:

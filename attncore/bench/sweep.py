@@ -99,6 +99,7 @@ def run(cases, methods=METHODS, nthreads: int | None = None, progress: bool = Tr
     # The roofs again at the end, keeping the better of the two: a probe that
     # ran while something else held a core would put every point above it.
     again = measure_roofs(nthreads, quick=quick)
-    for key in ("fma_gflops", "read_gbs", "sgemm_gflops"):
-        roofs[key] = max(roofs[key], again[key])
+    for key in ("fma_gflops", "read_gbs", "sgemm_gflops", "bf16dot_gflops"):
+        if again.get(key) is not None:
+            roofs[key] = max(roofs.get(key) or 0, again[key])
     return {"machine": machine(), "roofs": roofs, "rows": [asdict(r) for r in rows]}

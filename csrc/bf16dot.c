@@ -1,0 +1,233 @@
+/* bf16dot.c — blockwise attention over bfloat16 q, k and v, the two
+ * products by bfloat16 dot products (AVX512_BF16's vdpbf16ps,
+ * kern_avx512_bf16.c); the scores, the softmax state, the row sums and the
+ * output float32.
+ *
+ * The algorithm is flash_body.h's (FlashAttention-2 order, one task a Q
+ * block of one head, the online softmax of tiles_body.h); what differs is
+ * the layout of the operands, in pairs along the axis each product sums
+ * over (kern_avx512_bf16.c):
+ *
+ *   per call:  K blocks packed as d-pairs and V blocks as key pairs, once,
+ *              for every Q block (and query head of a GQA group);
+ *   per task:  the Q block as d-pairs;
+ *   per tile:  S = scale · Q·Kᵀ (vdpbf16ps; products exact, float32 sums)
+ *              → soft-cap, bias, ALiBi, masks on S as elsewhere
+ *              → P = exp(S − m'), l = α·l + ΣP   (float32 P)
+ *              → P rounded to bfloat16 as key pairs, O += P·V (vdpbf16ps).
+ *
+ * The rounding of P is the one error this adds to the widening kernels':
+ * each weight within 2⁻⁹ of itself (relative), so each output within
+ * 2⁻⁹ · Σ_j p_j |v_j| / l ≤ 2⁻⁹ · max |v| of theirs (l sums the float32 P).
+ * A tile whose V holds inf or NaN and whose mask or bias hides a key goes
+ * through the widening P·V instead (pv_tile), so a hidden key's value never
+ * reaches a row, as everywhere.
+ *
+ * Without the kernels (another ISA in use, a CPU without AVX512_BF16), for a
+ * few rows (decode: bandwidth-bound, split-KV) and when the caller counts
+ * tiles, q is widened to float32 and the bfloat16-cache kernel runs
+ * (bfloat16.c): the same result up to the order of the sums and P's rounding.
+ *
+ * Defines:
+ *   ac_flash_bf16in   blockwise attention, bfloat16 q, k, v; float32 out and lse
+ */
+#define real float                        /* the arithmetic and the outputs */
+#define kvreal uint16_t                   /* how K and V are stored: bfloat16 bits */
+#define KV_TO_REAL(x) ac_bf16_to_float(x) /* one stored K/V value as a real */
+#define OPS f32                           /* kern->f32: the kernels on reals */
+#define KV_OPS kv_bf16                    /* kern->kv_bf16: the widening loaders (fallbacks) */
+#define FN(name) name##_bf16in
+
+#include "tiles_body.h"
+
+/* q widened to float32 (B, H, n, dk) and the bfloat16-cache kernel. */
+static int widened(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
+                   const uint16_t *v, float *out, float *lse) {
+    const int64_t B = a->batch, H = a->heads, n = a->n, dk = a->dk;
+    float *qw;
+    ac_workspace ws = {0};
+    ac_ws_part(&ws, &qw, ac_product(ac_product(B * H, n), dk > 0 ? dk : 1), sizeof *qw);
+    if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < n; i++) {
+                const uint16_t *src = q + b * a->q_stride[0] + h * a->q_stride[1] + i * a->q_stride[2];
+                float *dst = qw + ((b * H + h) * n + i) * dk;
+                for (int64_t t = 0; t < dk; t++) dst[t] = ac_bf16_to_float(src[t]);
+            }
+    ac_attn_args w = *a;
+    w.q_stride[0] = H * n * dk;
+    w.q_stride[1] = n * dk;
+    w.q_stride[2] = dk;
+    const int rc = ac_flash_bf16(&w, qw, k, v, out, lse);
+    ac_ws_release(&ws);
+    return rc;
+}
+
+/* One thread's scratch. */
+typedef struct {
+    float *s, *mi, *li, *bmax; /* (bq, bk) scores then weights; per-row state */
+    uint32_t *qp;              /* (bq, dp) the Q block as d-pairs */
+    uint32_t *pp;              /* (bq, ⌈bk/2⌉) the weights as bfloat16 key pairs */
+    ac_workspace ws;
+} dot_scratch;
+
+static int dot_scratch_carve(dot_scratch *w, int64_t bq, int64_t bk, int64_t dp) {
+    w->ws = (ac_workspace){0};
+    ac_ws_part(&w->ws, &w->s, bq * bk, sizeof(float));
+    ac_ws_part(&w->ws, &w->mi, bq, sizeof(float));
+    ac_ws_part(&w->ws, &w->li, bq, sizeof(float));
+    ac_ws_part(&w->ws, &w->bmax, bq, sizeof(float));
+    ac_ws_part(&w->ws, &w->qp, bq * (dp > 0 ? dp : 1), sizeof(uint32_t));
+    ac_ws_part(&w->ws, &w->pp, bq * ((bk + 1) / 2), sizeof(uint32_t));
+    return ac_ws_carve(&w->ws) == AC_OK;
+}
+
+/* Sizes of one packed block, in uint32 (pairs). */
+typedef struct {
+    int64_t bk, dp, psize, ldvp, vsize;
+} dot_layout;
+
+typedef struct {
+    int64_t i0, rows;
+    const uint16_t *q;         /* (rows, dk), rows a->q_stride[2] apart */
+    const uint32_t *kp, *vp;   /* the kv head's packed band of K and V blocks */
+    const uint16_t *v;         /* its V as it lies (the widening fallback) */
+    const unsigned char *vfin; /* is each V block of the band finite? */
+    int64_t kb0;
+    float *out, *lse;
+} dot_task;
+
+static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const ac_attn_args *a,
+                      const ac_vis *vis, const dot_layout *L, const dot_task *t, dot_scratch *w,
+                      ac_stop *stop) {
+    const int64_t m = a->m, dv = a->dv, rows = t->rows, i0 = t->i0, bk = L->bk;
+    const int64_t ldv = a->v_stride[2], ldpp = (bk + 1) / 2;
+    const float scale = (float)a->scale;
+    int64_t kv_begin, kv_end;
+    ac_vis_keys(vis, i0, rows, bk, &kv_begin, &kv_end);
+    dot->pack_q(rows, a->dk, t->q, a->q_stride[2], w->qp);
+    online_start(rows, w->mi, w->li, t->out, dv);
+    for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
+        if (ac_stop_poll(stop)) break;
+        const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk, blk = j0 / bk - t->kb0;
+        const int edge = !ac_vis_clear(vis, i0, rows, j0, cols);
+        const int added = vis->bias || vis->alibi || vis->softcap > 0;
+        const int fused = !edge && !added;
+        for (int64_t r = 0; r < rows; r++) w->bmax[r] = -INFINITY;
+        dot->qk(rows, cols, L->dp, w->qp, L->dp, t->kp + blk * L->psize, m - j0 < bk ? m - j0 : bk,
+                scale, w->s, bk, fused ? w->bmax : NULL);
+        if (!fused) {
+            if (added) modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, 1);
+            if (edge) mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
+            for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
+        }
+        const int64_t jn = j0 + bk, ncols = kv_end - jn < bk ? kv_end - jn : bk;
+        const ac_ahead_block next = {
+            .k = (const char *)(t->kp + (blk + 1) * L->psize),
+            .k_bytes = L->psize * (int64_t)sizeof(uint32_t),
+            .v = (const char *)(t->vp + (blk + 1) * L->vsize),
+            .v_rows = (ncols + 1) / 2,
+            .v_row_bytes = L->ldvp * (int64_t)sizeof(uint32_t),
+            .v_ld_bytes = L->ldvp * (int64_t)sizeof(uint32_t),
+        };
+        online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
+                      jn < kv_end ? &next : NULL);
+        if (t->vfin[blk] || (!edge && !vis->bias)) { /* no hidden key can meet an inf/NaN value */
+            dot->p_pairs(rows, cols, w->s, bk, w->pp, ldpp);
+            dot->pv(rows, (cols + 1) / 2, dv, w->pp, ldpp, t->vp + blk * L->vsize, L->ldvp, t->out,
+                    dv);
+        } else {
+            pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv,
+                    t->out, dv, 0);
+        }
+    }
+    if (vis->sinks)
+        for (int64_t r = 0; r < rows; r++)
+            sink_fold((float)vis->sinks[0], w->mi + r, w->li + r, t->out + r * dv, dv);
+    online_finish(rows, w->mi, w->li, t->out, dv, t->lse);
+}
+
+static int dot_usable(const ac_bf16dot_ops *dot) {
+    return dot && dot->supported && dot->supported();
+}
+
+int ac_bf16dot_supported(void) { return dot_usable(ac_kernels_active()->bf16dot); }
+
+int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
+                    const uint16_t *v, float *out, float *lse) {
+    int rc = ac_check_attn(a, q, k, v, out, 1);
+    if (rc != AC_OK) return rc;
+    const int64_t n = a->n, H = a->heads, Hkv = a->kv_heads;
+    if (n == 0 || a->batch == 0 || H == 0) return AC_OK;
+    const ac_kernels *kern = ac_kernels_active();
+    const ac_bf16dot_ops *dot = kern->bf16dot;
+    if (!dot_usable(dot) || ac_decode_applies(a) || a->block_counts)
+        return widened(a, q, k, v, out, lse);
+    const int64_t group = H / Hkv;
+    int64_t bq, bk;
+    ac_tile_sizes(a, (int)sizeof(float), AC_TILES_FLASH, &bq, &bk);
+    const int64_t nqb = (n + bq - 1) / bq, ntasks = a->batch * H * nqb;
+    const int64_t nband = band_blocks(a, bk, NULL, NULL), nslots = a->batch * Hkv * nband;
+    dot_layout L = {.bk = bk, .dp = (a->dk + 1) / 2, .ldvp = AC_BF16DOT_LDVP(a->dv)};
+    L.psize = (L.dp > 0 ? L.dp : 1) * AC_BF16DOT_LDKT(bk);
+    L.vsize = (bk + 1) / 2 * L.ldvp;
+    int64_t *kb0, *kb1;
+    uint32_t *kpack, *vpack;
+    unsigned char *vfin;
+    ac_workspace ws = {0};
+    ac_ws_part(&ws, &kb0, a->batch, sizeof *kb0);
+    ac_ws_part(&ws, &kb1, a->batch, sizeof *kb1);
+    ac_ws_part(&ws, &kpack, ac_product(nslots, L.psize), sizeof *kpack);
+    ac_ws_part(&ws, &vpack, ac_product(nslots, L.vsize > 0 ? L.vsize : 1), sizeof *vpack);
+    ac_ws_part(&ws, &vfin, nslots, sizeof *vfin);
+    if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
+    band_blocks(a, bk, kb0, kb1);
+    int failed = 0;
+    ac_stop stop;
+    ac_stop_init(&stop, a);
+    _Atomic int arrived_prep = 0, arrived = 0;
+
+    #pragma omp parallel num_threads(AC_NUM_THREADS(a->num_threads))
+    {
+        /* the band's K and V blocks, packed as pairs, once */
+        #pragma omp for schedule(static) nowait
+        for (int64_t t = 0; t < nslots; t++) {
+            const int64_t b = t / (Hkv * nband), hk = t / nband % Hkv, kb = kb0[b] + t % nband;
+            if (kb >= kb1[b] || ac_stop_poll(&stop)) continue;
+            const int64_t j0 = kb * bk, cols = a->m - j0 < bk ? a->m - j0 : bk;
+            const uint16_t *kh = kv_head(k, a->k_stride, b, hk), *vh = kv_head(v, a->v_stride, b, hk);
+            dot->pack_k(cols, a->dk, kh + j0 * a->k_stride[2], a->k_stride[2], kpack + t * L.psize);
+            dot->pack_v(cols, a->dv, vh + j0 * a->v_stride[2], a->v_stride[2], vpack + t * L.vsize);
+        }
+        finite_band(a, v, bk, kb0, kb1, nband, vfin, &stop);
+        ac_team_finish(&stop, &arrived_prep);
+        dot_scratch w;
+        if (!dot_scratch_carve(&w, bq, bk, L.dp)) ac_team_failed(&failed);
+        #pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t t = 0; t < ntasks; t++) {
+            if (!w.ws.base || ac_stop_poll(&stop)) continue;
+            const int64_t hb = t / nqb, b = hb / H, h = hb % H, hk = h / group;
+            const int64_t i0 = (nqb - 1 - t % nqb) * bq, slot0 = (b * Hkv + hk) * nband;
+            const dot_task task = {
+                .i0 = i0,
+                .rows = n - i0 < bq ? n - i0 : bq,
+                .q = q + b * a->q_stride[0] + h * a->q_stride[1] + i0 * a->q_stride[2],
+                .kp = kpack + slot0 * L.psize,
+                .vp = vpack + slot0 * L.vsize,
+                .v = kv_head(v, a->v_stride, b, hk),
+                .vfin = vfin + slot0,
+                .kb0 = kb0[b],
+                .out = out + (hb * n + i0) * a->dv,
+                .lse = lse ? lse + hb * n + i0 : NULL,
+            };
+            ac_vis vis;
+            ac_vis_init(&vis, a, b, h);
+            dot_block(kern, dot, a, &vis, &L, &task, &w, &stop);
+        }
+        ac_team_finish(&stop, &arrived);
+        ac_ws_release(&w.ws);
+    }
+    ac_ws_release(&ws);
+    return ac_status_of(failed, &stop);
+}

@@ -1,0 +1,291 @@
+/* kern_avx512_bf16.c — the bfloat16 dot-product micro-kernels (AVX512_BF16),
+ * for attention whose q, k and v are all bfloat16 (bf16dot.c).
+ *
+ * vdpbf16ps takes, in each 32-bit lane, a pair of bfloat16 from each source,
+ * multiplies the two pairs element by element and adds both products to a
+ * float32 accumulator: 32 multiply-adds per instruction where an FMA on
+ * floats does 16.  Both products are exact in float32 (8-bit significands);
+ * only the sums round, as with FMAs on the widened values, but the two of a
+ * pair are added odd first, so the order of the sum differs from the
+ * widening kernels'.  It treats subnormal inputs as zero and flushes
+ * subnormal results to zero.
+ *
+ * So each operand is laid out in pairs along the axis the product sums over:
+ *   Q·Kᵀ sums over d:     Q rows as pairs (q[2p], q[2p+1]); K packed as
+ *                         kp[p][c] = (k[c][2p], k[c][2p+1]), dp = ⌈d/2⌉ rows of
+ *                         ldkt keys, zero-padded (an odd d's last pair, and
+ *                         the keys past the block);
+ *   P·V sums over keys:   P rows as pairs (p[2t], p[2t+1]), rounded to
+ *                         bfloat16 (as GPU flash kernels round P); V packed as
+ *                         vp[t][c] = (v[2t][c], v[2t+1][c]), ⌈bk/2⌉ rows of ldvp
+ *                         columns, zero-padded.
+ * Register tiles as the float32 AVX-512 kernels': 6 rows × 4 vectors (24
+ * accumulators + 4 K or V vectors + 1 broadcast pair).
+ *
+ * Compiled for AVX512_BF16 by the target pragma; bf16dot.c calls these only
+ * when the avx512 kernels are in use and supported() says the CPU has it.
+ */
+#include "internal.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512bf16,avx2,fma")
+#endif
+#include <immintrin.h>
+
+#define R 6              /* rows of a register tile */
+#define C 4              /* vectors of a register tile */
+#define VL 16            /* float32 lanes (and bfloat16 pairs) a vector */
+#define W (C * VL)       /* keys (Q·Kᵀ) or columns (P·V) of a register tile */
+
+#define PAIRS(x) ((__m512bh)(x))
+
+static inline uint32_t pair(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
+
+/* kp = a K block (bk keys of d values, ldk apart) as d-pairs, (dp, ldkt). */
+static void pack_k(int64_t bk, int64_t d, const uint16_t *k, int64_t ldk, uint32_t *kp) {
+    const int64_t ldkt = AC_BF16DOT_LDKT(bk), dp = (d + 1) / 2;
+    for (int64_t p = 0; p < dp; p++) {
+        uint32_t *row = kp + p * ldkt;
+        const int64_t t = 2 * p;
+        for (int64_t c = 0; c < bk; c++)
+            row[c] = pair(k[c * ldk + t], t + 1 < d ? k[c * ldk + t + 1] : 0);
+        for (int64_t c = bk; c < ldkt; c++) row[c] = 0;
+    }
+}
+
+/* vp = a V block (bk keys of dv values, ldv apart) as key pairs, (⌈bk/2⌉, ldvp):
+ * two rows interleaved 16 columns at a time, the column tail by hand. */
+static void pack_v(int64_t bk, int64_t dv, const uint16_t *v, int64_t ldv, uint32_t *vp) {
+    const int64_t ldvp = AC_BF16DOT_LDVP(dv);
+    /* lane 2i takes a[i], lane 2i + 1 takes b[i]: the low 16 of 32 from each */
+    const __m512i lo_idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                            40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33,
+                                            1, 32, 0);
+    for (int64_t t = 0; t < bk; t += 2) {
+        const uint16_t *a = v + t * ldv, *b = t + 1 < bk ? a + ldv : NULL;
+        uint32_t *row = vp + t / 2 * ldvp;
+        int64_t c = 0;
+        for (; c + VL <= dv; c += VL) {
+            const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + c)));
+            const __m512i y = b ? _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + c)))
+                                : _mm512_setzero_si512();
+            _mm512_storeu_si512(row + c, _mm512_permutex2var_epi16(x, lo_idx, y));
+        }
+        for (; c < dv; c++) row[c] = pair(a[c], b ? b[c] : 0);
+        for (; c < ldvp; c++) row[c] = 0;
+    }
+}
+
+/* qp = Q rows (bfloat16, ldq apart) as d-pairs, (rows, dp), an odd d padded with 0. */
+static void pack_q(int64_t rows, int64_t d, const uint16_t *q, int64_t ldq, uint32_t *qp) {
+    const int64_t dp = (d + 1) / 2;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t p = 0; p < dp; p++)
+            qp[r * dp + p] = pair(q[r * ldq + 2 * p], 2 * p + 1 < d ? q[r * ldq + 2 * p + 1] : 0);
+}
+
+/* ---- S = scale · Q·Kᵀ ---------------------------------------------------- */
+
+/* One register tile (as qk_tile in kern_simd_ops.h): `valid` of its nvec·16
+ * columns are keys; the row maxima stay vectors across a row's tiles. */
+static inline __attribute__((always_inline)) void qk_tile(
+    int rows, int nvec, int64_t dp, const uint32_t *qp, int64_t ldq, const uint32_t *kp,
+    int64_t ldkt, float scale, float *s, int64_t lds, __m512 *mx, __mmask16 *nan,
+    float *tail_max, int64_t valid) {
+    __m512 acc[R][C];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < dp; p++) {
+        __m512i kv[C];
+        for (int j = 0; j < nvec; j++) kv[j] = _mm512_loadu_si512(kp + p * ldkt + j * VL);
+        for (int i = 0; i < rows; i++) {
+            const __m512i qb = _mm512_set1_epi32((int)qp[i * ldq + p]);
+            for (int j = 0; j < nvec; j++)
+                acc[i][j] = _mm512_dpbf16_ps(acc[i][j], PAIRS(qb), PAIRS(kv[j]));
+        }
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int i = 0; i < rows; i++) {
+        float *si = s + i * lds;
+        if (valid == (int64_t)nvec * VL) {
+            for (int j = 0; j < nvec; j++) {
+                const __m512 x = _mm512_mul_ps(acc[i][j], vs);
+                _mm512_storeu_ps(si + j * VL, x);
+                mx[i] = _mm512_max_ps(mx[i], x);
+                nan[i] |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+            }
+        } else { /* the last keys of the block */
+            float m = -INFINITY;
+            for (int j = 0; j < nvec; j++) {
+                const int64_t left = valid - j * VL;
+                const __mmask16 k = left >= VL ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+                const __m512 x = _mm512_mul_ps(acc[i][j], vs);
+                _mm512_mask_storeu_ps(si + j * VL, k, x);
+                if (_mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q)) m = NAN;
+                if (m == m) {
+                    const float h = _mm512_mask_reduce_max_ps(k, x);
+                    if (h > m) m = h;
+                }
+            }
+            tail_max[i] = m;
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void qk_rows(
+    int rows, int64_t bk, int64_t dp, const uint32_t *qp, int64_t ldq, const uint32_t *kp,
+    int64_t ldkt, float scale, float *s, int64_t lds, float *rmax) {
+    __m512 mx[R];
+    __mmask16 nan[R];
+    float tail[R];
+    for (int i = 0; i < rows; i++) {
+        mx[i] = _mm512_set1_ps(-INFINITY);
+        nan[i] = 0;
+        tail[i] = -INFINITY;
+    }
+    int64_t c0 = 0;
+    for (; c0 + W <= bk; c0 += W)
+        qk_tile(rows, C, dp, qp, ldq, kp + c0, ldkt, scale, s + c0, lds, mx, nan, tail, W);
+    if (c0 < bk)
+        qk_tile(rows, (int)((bk - c0 + VL - 1) / VL), dp, qp, ldq, kp + c0, ldkt, scale, s + c0,
+                lds, mx, nan, tail, bk - c0);
+    if (!rmax) return;
+    for (int i = 0; i < rows; i++) {
+        float m = nan[i] ? NAN : _mm512_reduce_max_ps(mx[i]);
+        if (tail[i] > m || tail[i] != tail[i]) m = tail[i];
+        if (m > rmax[i] || m != m) rmax[i] = m;
+    }
+}
+
+/* s = scale · Q·Kᵀ for bq rows of qp (dp pairs a row, ldq apart) against the
+ * first bk keys of a block packed from pbk keys; rmax as the float32 qk. */
+static void qk(int64_t bq, int64_t bk, int64_t dp, const uint32_t *qp, int64_t ldq,
+               const uint32_t *kp, int64_t pbk, float scale, float *s, int64_t lds, float *rmax) {
+    const int64_t ldkt = AC_BF16DOT_LDKT(pbk);
+    int64_t r0 = 0;
+    for (; r0 + R <= bq; r0 += R)
+        qk_rows(R, bk, dp, qp + r0 * ldq, ldq, kp, ldkt, scale, s + r0 * lds, lds,
+                rmax ? rmax + r0 : NULL);
+    if (r0 < bq)
+        qk_rows((int)(bq - r0), bk, dp, qp + r0 * ldq, ldq, kp, ldkt, scale, s + r0 * lds, lds,
+                rmax ? rmax + r0 : NULL);
+}
+
+/* ---- O += P·V ------------------------------------------------------------ */
+
+/* pp = the weights P (rows, cols; ldp apart) rounded to bfloat16 (nearest
+ * even) as key pairs, (rows, ⌈cols/2⌉) ldpp apart, an odd cols padded with 0. */
+static void p_pairs(int64_t rows, int64_t cols, const float *p, int64_t ldp, uint32_t *pp,
+                    int64_t ldpp) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *pr = p + r * ldp;
+        uint32_t *out = pp + r * ldpp;
+        int64_t c = 0;
+        for (; c + 2 * VL <= cols; c += 2 * VL) /* 32 weights: 16 pairs */
+            _mm512_storeu_si512(out + c / 2, (__m512i)_mm512_cvtne2ps_pbh(
+                                                 _mm512_loadu_ps(pr + c + VL), _mm512_loadu_ps(pr + c)));
+        if (c < cols) { /* the rest, zero-padded to whole vectors */
+            const int64_t left = cols - c;
+            const __mmask16 k0 = left >= VL ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+            const __mmask16 k1 = left > VL ? (__mmask16)((1u << (left - VL)) - 1) : 0;
+            const __m512i x = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(k1, pr + c + VL),
+                                                           _mm512_maskz_loadu_ps(k0, pr + c));
+            const int64_t npairs = (left + 1) / 2;
+            _mm512_mask_storeu_epi32(out + c / 2, (__mmask16)((1u << npairs) - 1), x);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void pv_tile(
+    int rows, int nvec, int64_t bk2, const uint32_t *pp, int64_t ldpp, const uint32_t *vp,
+    int64_t ldvp, float *o, int64_t ldo, int64_t valid) {
+    __m512 acc[R][C];
+    __mmask16 last = valid >= (int64_t)nvec * VL ? (__mmask16)0xFFFF
+                                                : (__mmask16)((1u << (valid - (nvec - 1) * VL)) - 1);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++)
+            acc[i][j] = _mm512_maskz_loadu_ps(j == nvec - 1 ? last : (__mmask16)0xFFFF,
+                                              o + i * ldo + j * VL);
+    for (int64_t t = 0; t < bk2; t++) {
+        __m512i vv[C];
+        for (int j = 0; j < nvec; j++) vv[j] = _mm512_loadu_si512(vp + t * ldvp + j * VL);
+        for (int i = 0; i < rows; i++) {
+            const __m512i pb = _mm512_set1_epi32((int)pp[i * ldpp + t]);
+            for (int j = 0; j < nvec; j++)
+                acc[i][j] = _mm512_dpbf16_ps(acc[i][j], PAIRS(pb), PAIRS(vv[j]));
+        }
+    }
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < nvec; j++)
+            _mm512_mask_storeu_ps(o + i * ldo + j * VL, j == nvec - 1 ? last : (__mmask16)0xFFFF,
+                                  acc[i][j]);
+}
+
+/* o (bq, dv; ldo apart) += P·V: pp (bq, bk2 pairs; ldpp apart) against vp
+ * (bk2 pair rows of ldvp columns). */
+static void pv(int64_t bq, int64_t bk2, int64_t dv, const uint32_t *pp, int64_t ldpp,
+               const uint32_t *vp, int64_t ldvp, float *o, int64_t ldo) {
+    for (int64_t c0 = 0; c0 < dv; c0 += W) {
+        const int64_t valid = dv - c0 < W ? dv - c0 : W;
+        const int nvec = (int)((valid + VL - 1) / VL);
+        int64_t r0 = 0;
+        if (nvec == C && valid == W)
+            for (; r0 + R <= bq; r0 += R)
+                pv_tile(R, C, bk2, pp + r0 * ldpp, ldpp, vp + c0, ldvp, o + r0 * ldo + c0, ldo, W);
+        for (; r0 < bq; r0 += R) {
+            const int rows = (int)(bq - r0 < R ? bq - r0 : R);
+            pv_tile(rows, nvec, bk2, pp + r0 * ldpp, ldpp, vp + c0, ldvp, o + r0 * ldo + c0, ldo,
+                    valid);
+        }
+    }
+}
+
+/* The bfloat16 dot-product roof: independent vdpbf16ps chains, as the FMA
+ * probe; flops counts 2 multiply-adds a lane a step (4 FLOPs). */
+static float dot_probe(int64_t iters, int64_t *flops) {
+    __m512 acc[16];
+    const __m512i a = _mm512_set1_epi32(0x3f803f80), b = _mm512_set1_epi32(0x33d633d6);
+    for (int c = 0; c < 16; c++) acc[c] = _mm512_set1_ps((float)c);
+    for (int64_t i = 0; i < iters; i++)
+        for (int c = 0; c < 16; c++) acc[c] = _mm512_dpbf16_ps(acc[c], PAIRS(a), PAIRS(b));
+    *flops = iters * 16 * VL * 4;
+    __m512 s = _mm512_setzero_ps();
+    for (int c = 0; c < 16; c++) s = _mm512_add_ps(s, acc[c]);
+    return _mm512_reduce_add_ps(s);
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+/* Outside the target region: runs on any x86 CPU.  AVX512_BF16 is CPUID
+ * leaf 7, subleaf 1, EAX bit 5 (read directly: not every compiler's
+ * __builtin_cpu_supports knows it). */
+#include <cpuid.h>
+static int bf16dot_supported(void) {
+    unsigned a, b, c, d;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+
+const ac_bf16dot_ops ac_bf16dot_avx512 = {
+    .supported = bf16dot_supported,
+    .pack_q = pack_q,
+    .pack_k = pack_k,
+    .pack_v = pack_v,
+    .qk = qk,
+    .p_pairs = p_pairs,
+    .pv = pv,
+    .dot_probe = dot_probe,
+};
+
+#else /* not x86 with GCC/Clang: never supported */
+const ac_bf16dot_ops ac_bf16dot_avx512 = {.supported = NULL};
+#endif
