@@ -220,9 +220,28 @@ def flash_bf16in(const uint16_t[:, :, :, :] q, const uint16_t[:, :, :, :] k,
         _raise(rc)
 
 
+@cython.boundscheck(False)
+def to_bf16(const float[::1] x, uint16_t[::1] y):
+    """y = x rounded to bfloat16 bits (attncore.to_bfloat16's rule), in C."""
+    if x.shape[0] != y.shape[0]:
+        raise ValueError("attncore: to_bf16 needs arrays of one length")
+    if x.shape[0] == 0:
+        return
+    with nogil:
+        ac_to_bf16(&x[0], &y[0], x.shape[0])
+
+
 def bf16dot_supported():
-    """Does the kernel set in use have bfloat16 dot products this CPU runs?"""
+    """Do bfloat16 q, k, v go through the bfloat16 dot products here (the
+    kernels in use have them, the CPU runs them, and they are the faster way
+    on it or ATTNCORE_BF16DOT=1)?"""
     return bool(ac_bf16dot_supported())
+
+
+def bf16dot_choose(int choice):
+    """1: take the bfloat16 dot products where supported; 0: never; -1:
+    measure again which way is faster (the default)."""
+    ac_bf16dot_choose(choice)
 
 
 cdef int _scale_strides(int64_t *dst, const float[:, :, :] s) except -1:

@@ -116,8 +116,15 @@ int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, cons
  * avx512 kernels are in use (bf16dot.c), else q widened and ac_flash_bf16. */
 int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
                     const uint16_t *v, float *out, float *lse);
-/* Does the kernel set in use run ac_flash_bf16in by bfloat16 dot products here? */
+/* y = x rounded to the nearest bfloat16 (ties to even; NaN stays a quiet NaN,
+ * ±inf stays ±inf), as bits. */
+void ac_to_bf16(const float *x, uint16_t *y, int64_t n);
+/* Does ac_flash_bf16in run by bfloat16 dot products here: the kernel set in
+ * use has them, this CPU runs them, and they are faster than its FMAs (measured
+ * once per process) or ATTNCORE_BF16DOT=1 says to?  ac_bf16dot_choose: 1 use
+ * them (where supported), 0 do not, -1 decide again as described. */
 int ac_bf16dot_supported(void);
+void ac_bf16dot_choose(int choice);
 /* float32 queries and outputs over an int8 cache: K and V int8, each row
  * (token, kv head) times its float scale, a->k_scale / a->v_scale (required).
  * The scales are applied to the score and weight columns, not to the rows. */

@@ -40,6 +40,11 @@
 
 #include "tiles_body.h"
 
+#include <stdlib.h>
+#include <time.h>
+
+volatile float ac_probe_sink_bf16; /* keeps the calibration probes' results alive */
+
 /* q widened to float32 (B, H, n, dk) and the bfloat16-cache kernel. */
 static int widened(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
                    const uint16_t *v, float *out, float *lse) {
@@ -148,11 +153,66 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
     online_finish(rows, w->mi, w->li, t->out, dv, t->lse);
 }
 
+void ac_to_bf16(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) { /* one pass of integer operations, vectorised */
+        uint32_t u;
+        __builtin_memcpy(&u, x + i, sizeof u);
+        const int nan = (u & 0x7fffffffu) > 0x7f800000u;
+        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        y[i] = (uint16_t)(nan ? (u >> 16) | 0x40u : r);
+    }
+}
+
 static int dot_usable(const ac_bf16dot_ops *dot) {
     return dot && dot->supported && dot->supported();
 }
 
-int ac_bf16dot_supported(void) { return dot_usable(ac_kernels_active()->bf16dot); }
+/* ---- which way: the dot products only where they are faster --------------
+ * vdpbf16ps does twice an FMA's multiply-adds per instruction, but how many
+ * it issues a cycle is the CPU's: on the Intel Xeon (AVX512_BF16) these
+ * kernels were written on it issues one every two cycles, so its FLOP rate
+ * is half the FMA's (probes: 201 against 401 GFLOP/s on 2 threads) and the
+ * dot-product kernel ran at 0.6x the float32 one.  So the choice is measured,
+ * once per process, on this core: the two probes, best of three runs of a
+ * few milliseconds each, and the dot products are taken only when they do
+ * at least 1.25x the FMA's FLOPs (a margin far wider than the probes' noise,
+ * so that the choice, and with it P's rounding, does not flip from run to
+ * run).  ATTNCORE_BF16DOT=1 or 0 decides instead (1 only where supported). */
+static _Atomic int dot_choice = -1; /* -1: not decided yet; then 0 or 1 */
+
+static double probe_seconds(float (*probe)(int64_t, int64_t *), int64_t iters, int64_t *flops) {
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        struct timespec t0, t1;
+        timespec_get(&t0, TIME_UTC);
+        ac_probe_sink_bf16 = probe(iters, flops);
+        timespec_get(&t1, TIME_UTC);
+        const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (s < best) best = s;
+    }
+    return best;
+}
+
+static int dot_measured_faster(const ac_kernels *kern) {
+    int64_t fflops = 0, dflops = 0;
+    const double fs = probe_seconds(kern->fma_probe, 1000000, &fflops);
+    const double ds = probe_seconds(kern->bf16dot->dot_probe, 500000, &dflops);
+    return fs > 0 && ds > 0 && (double)dflops / ds >= 1.25 * ((double)fflops / fs);
+}
+
+int ac_bf16dot_supported(void) {
+    const ac_kernels *kern = ac_kernels_active();
+    if (!dot_usable(kern->bf16dot)) return 0;
+    int c = atomic_load(&dot_choice);
+    if (c < 0) {
+        const char *env = getenv("ATTNCORE_BF16DOT");
+        c = env && env[0] == '1' ? 1 : env && env[0] == '0' ? 0 : dot_measured_faster(kern);
+        atomic_store(&dot_choice, c);
+    }
+    return c;
+}
+
+void ac_bf16dot_choose(int choice) { atomic_store(&dot_choice, choice < 0 ? -1 : choice != 0); }
 
 int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
                     const uint16_t *v, float *out, float *lse) {
@@ -162,7 +222,7 @@ int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
     if (n == 0 || a->batch == 0 || H == 0) return AC_OK;
     const ac_kernels *kern = ac_kernels_active();
     const ac_bf16dot_ops *dot = kern->bf16dot;
-    if (!dot_usable(dot) || ac_decode_applies(a) || a->block_counts)
+    if (!ac_bf16dot_supported() || ac_decode_applies(a) || a->block_counts)
         return widened(a, q, k, v, out, lse);
     const int64_t group = H / Hkv;
     int64_t bq, bk;

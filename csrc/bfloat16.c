@@ -14,6 +14,7 @@
 #define KV_TO_REAL(x) ac_bf16_to_float(x) /* one stored K/V value as a real */
 #define OPS f32                           /* kern->f32: the kernels on reals */
 #define KV_OPS kv_bf16                    /* kern->kv_bf16: the kernels that load K and V */
+#define KV_WIDEN 1                       /* the blockwise kernel widens V once a call */
 #define FN(name) name##_bf16              /* the public names */
 
 #include "tiles_body.h"

@@ -13,6 +13,7 @@
 #define KV_TO_REAL(x) ac_half_to_float(x) /* one stored K/V value as a real */
 #define OPS f32                          /* kern->f32: the kernels on reals */
 #define KV_OPS kv_f16                    /* kern->kv_f16: the kernels that load K and V */
+#define KV_WIDEN 1                       /* the blockwise kernel widens V once a call */
 #define FN(name) name##_f16              /* the public names */
 
 #include "tiles_body.h"

@@ -3,7 +3,8 @@
  *
  *   ac_probe_fma:  every thread runs independent FMA chains; FLOPs done.
  *   ac_probe_bf16dot: the same with bfloat16 dot products (vdpbf16ps, 4 FLOPs
- *                  a lane), where the kernels in use have them; else 0.
+ *                  a lane), where the kernels in use have them and the CPU
+ *                  runs them (whether attention takes them or not); else 0.
  *   ac_probe_read: every thread sums its share of a buffer far larger than
  *                  the caches; bytes read.
  * The caller times them (the wall clock around the call, all threads in).
@@ -26,7 +27,7 @@ int64_t ac_probe_fma(int64_t iters, int num_threads) {
 
 int64_t ac_probe_bf16dot(int64_t iters, int num_threads) {
     const ac_bf16dot_ops *dot = ac_kernels_active()->bf16dot;
-    if (!ac_bf16dot_supported()) return 0;
+    if (!dot || !dot->supported || !dot->supported()) return 0; /* (used or not) */
     int64_t total = 0;
     #pragma omp parallel num_threads(AC_NUM_THREADS(num_threads)) reduction(+ : total)
     {

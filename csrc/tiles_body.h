@@ -23,6 +23,18 @@ static inline const kvreal *kv_head(const kvreal *x, const int64_t stride[3], in
     return x + b * stride[0] + h * stride[1];
 }
 
+/* A 16-bit V widened once per call for the blockwise kernel (float16.c and
+ * bfloat16.c define KV_WIDEN: flash_body.h, widen_band). */
+#ifdef KV_WIDEN
+#define KV_WIDEN_V 1
+#else
+#define KV_WIDEN_V 0
+#endif
+/* the loaders of a V that holds reals: kern->kv_f32 under OPS f32, kv_f64 under f64 */
+#define REAL_KV_OPS_(ops) kv_##ops
+#define REAL_KV_OPS_X(ops) REAL_KV_OPS_(ops)
+#define REAL_KV_OPS REAL_KV_OPS_X(OPS)
+
 /* ---- an int8 cache's scales (int8.c defines KV_SCALED) ------------------ */
 #ifdef KV_SCALED
 #define KV_SCALES 1
@@ -329,6 +341,24 @@ static inline void pack_band(const ac_kernels *kern, const ac_attn_args *a, cons
         if (kb >= kb1[b] || ac_stop_poll(stop)) continue;
         pack_block(kern, kv_head(x, stride, b, t / nband % Hkv), stride[2], a->m, d, bk, kb,
                    dst + t * psize);
+    }
+}
+
+/* Beside pack_band, in the same region: each V block of the band (slots as
+ * pack_band numbers them) widened to reals, bk·dv values a slot, rows dv apart. */
+static inline void widen_band(const ac_attn_args *a, const kvreal *v, int64_t bk,
+                              const int64_t *kb0, const int64_t *kb1, int64_t nband, real *dst,
+                              ac_stop *stop) {
+    const int64_t Hkv = a->kv_heads, ldv = a->v_stride[2], dv = a->dv;
+    #pragma omp for schedule(static) nowait /* the caller meets at ac_team_finish */
+    for (int64_t t = 0; t < a->batch * Hkv * nband; t++) {
+        const int64_t b = t / (Hkv * nband), j0 = (kb0[b] + t % nband) * bk;
+        if (j0 >= kb1[b] * bk || ac_stop_poll(stop)) continue;
+        const int64_t rows = a->m - j0 < bk ? a->m - j0 : bk;
+        const kvreal *vh = kv_head(v, a->v_stride, b, t / nband % Hkv) + j0 * ldv;
+        real *out = dst + t * bk * dv;
+        for (int64_t j = 0; j < rows; j++)
+            for (int64_t c = 0; c < dv; c++) out[j * dv + c] = KV_TO_REAL(vh[j * ldv + c]);
     }
 }
 

@@ -68,6 +68,17 @@ def reference(q, k, v, **kw):
     return attncore.reference.attention(widen(q), widen(k), widen(v), **kw)
 
 
+@pytest.fixture(params=["chosen", "dot products"])
+def dot(request):
+    """bfloat16 inputs as the core chooses (measured: the dot products where
+    they beat the FMAs), then with the dot products forced on where the
+    kernels in use have them, so that they are tested on any CPU that can
+    run them, faster or not."""
+    attncore._core.bf16dot_choose(1 if request.param == "dot products" else -1)
+    yield request.param
+    attncore._core.bf16dot_choose(-1)
+
+
 def dot_products_run(x):
     """Do bfloat16 inputs go through the bfloat16 dot products here (the
     avx512 kernels in use on a CPU with AVX512_BF16)?"""
@@ -84,8 +95,8 @@ def tolerance(v, m, d):
 @pytest.mark.parametrize("method", ["flash", "naive"])
 @pytest.mark.parametrize("n,m,d", [(1, 1, 8), (1, 700, 64), (3, 33, 17), (70, 130, 64),
                                    (129, 65, 128), (200, 300, 32), (5, 1000, 128)])
-def test_half_inputs_match_the_widened_reference(isa, rng, monkeypatch, kind, split, method, n,
-                                                 m, d):
+def test_half_inputs_match_the_widened_reference(isa, dot, rng, monkeypatch, kind, split, method,
+                                                 n, m, d):
     monkeypatch.setattr(_api, "_SPLIT_KV", split)
     q, k, v = qkv(rng, kind, n=n, m=m, d=d)
     for causal in (False, True):
@@ -107,7 +118,7 @@ def test_half_inputs_match_the_widened_reference(isa, rng, monkeypatch, kind, sp
     {"causal": True, "alibi_slopes": [0.1, 0.2, 0.3, 0.4], "softcap": 5.0, "sinks": [0, 1, -1, 2]},
     {"bias": "random"},
 ])
-def test_half_inputs_with_masks_and_modifiers(isa, rng, kind, mods):
+def test_half_inputs_with_masks_and_modifiers(isa, dot, rng, kind, mods):
     q, k, v = qkv(rng, kind, n=33, m=40, d=32)
     kw = dict(mods)
     if kw.get("mask") == "random":
@@ -152,7 +163,7 @@ def test_half_backward_is_the_widened_backward_rounded(isa, rng, kind):
         attncore.attention_backward(q, k, widen(v), o, lse, dout)
 
 
-def test_half_hostile_inputs(isa, rng, kind):
+def test_half_hostile_inputs(isa, dot, rng, kind):
     q, k, v = qkv(rng, kind, n=6, m=20, d=8)
     # huge, but its scores (~8e30 for bfloat16) still finite in float32
     big = to_kind(np.full((8,), 3e4 if kind == "float16" else 1e30), kind)
@@ -179,7 +190,7 @@ def test_half_hostile_inputs(isa, rng, kind):
 
 @given(n=st.integers(1, 70), m=st.integers(1, 150), d=st.integers(1, 40), g=st.integers(1, 3),
        causal=st.booleans(), seed=st.integers(0, 99), bf=st.booleans())
-def test_half_inputs_fuzzed(isa, n, m, d, g, causal, seed, bf):
+def test_half_inputs_fuzzed(isa, dot, n, m, d, g, causal, seed, bf):
     rng = np.random.default_rng(seed)
     q, k, v = qkv(rng, "bfloat16" if bf else "float16", B=(1,), H=2 * g, Hkv=2, n=n, m=m, d=d)
     got = attncore.attention(q, k, v, causal=causal, out_dtype=np.float32)
@@ -212,6 +223,14 @@ def widened_path(q, k, v, **kw):
                                          (13, 77, 3, 5, 9), (129, 300, 33, 17, 37),
                                          (300, 257, 128, 80, None), (5, 64, 1, 1, 16)])
 def test_dot_products_agree_with_the_widening_kernels(isa, rng, n, m, d, dv, bk):
+    attncore._core.bf16dot_choose(1)  # wherever the kernels in use have them
+    try:
+        _agree(rng, n, m, d, dv, bk)
+    finally:
+        attncore._core.bf16dot_choose(-1)
+
+
+def _agree(rng, n, m, d, dv, bk):
     q = attncore.to_bfloat16(rng.standard_normal((2, 4, n, d)))
     k = attncore.to_bfloat16(rng.standard_normal((2, 2, m, d)))
     v = attncore.to_bfloat16(rng.standard_normal((2, 2, m, dv)))
@@ -231,6 +250,14 @@ def test_dot_products_agree_with_the_widening_kernels(isa, rng, n, m, d, dv, bk)
 
 
 def test_dot_products_keep_hidden_values_out(isa, rng):
+    attncore._core.bf16dot_choose(1)
+    try:
+        _hidden_values(rng)
+    finally:
+        attncore._core.bf16dot_choose(-1)
+
+
+def _hidden_values(rng):
     # V with inf and NaN under the causal mask and a -inf bias: the rows that cannot
     # see them stay finite (those tiles take the widening P·V), the others do not
     n = m = 200
@@ -251,17 +278,37 @@ def test_dot_products_keep_hidden_values_out(isa, rng):
     assert_close(out, reference(q, k, v, bias=bias), tolerance(v[..., :100, :], m, 64))
 
 
-def test_the_dot_products_run_only_on_the_avx512_kernels():
+def test_the_dot_products_run_only_on_the_avx512_kernels_and_when_chosen():
     from attncore import _isa
 
     before = attncore.info()["isa"]
     try:
         for name in _isa.available():
             _isa.use(name)
+            attncore._core.bf16dot_choose(1)
             assert attncore._core.bf16dot_supported() == (
                 name == "avx512" and "avx512_bf16" in _cpu_flags())
+            attncore._core.bf16dot_choose(0)
+            assert not attncore._core.bf16dot_supported()
+            attncore._core.bf16dot_choose(-1)  # measured: the same answer twice
+            assert attncore._core.bf16dot_supported() == attncore._core.bf16dot_supported()
     finally:
+        attncore._core.bf16dot_choose(-1)
         _isa.use(before)
+
+
+@pytest.mark.parametrize("env", ["0", "1"])
+def test_ATTNCORE_BF16DOT_decides(env):
+    import subprocess
+    import sys
+
+    code = ("import attncore; from attncore import _isa; "
+            "print(attncore._core.bf16dot_supported(), 'avx512' in _isa.available())")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(__import__("os").environ, ATTNCORE_BF16DOT=env,
+                                ATTNCORE_ISA=""), check=True)
+    used, avx512 = r.stdout.split()
+    assert used == str(env == "1" and avx512 == "True" and "avx512_bf16" in _cpu_flags())
 
 
 def _cpu_flags():
