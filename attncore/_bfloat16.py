@@ -62,5 +62,7 @@ def from_bfloat16(bits: ArrayLike, dtype: np.dtype | type = np.float32) -> np.nd
     a = np.asarray(bits)
     if not is_bfloat16(a.dtype):
         raise TypeError(f"expected bfloat16 (uint16 bits or ml_dtypes.bfloat16), got {a.dtype}")
-    wide = a.view(np.uint16).astype(np.uint32) << np.uint32(16)
+    # uint16 bits in either byte order (astype swaps them; a view would not)
+    u = a.astype(np.uint16, copy=False) if a.dtype.kind == "u" else a.view(np.uint16)
+    wide = u.astype(np.uint32) << np.uint32(16)
     return wide.view(np.float32).astype(dtype, copy=False)

@@ -191,7 +191,9 @@ def problem(q, k, v=None, *, scale=None, int8: bool = False) -> Problem:
                 got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
                 raise TypeError(f"{kv16(q_half)} queries need keys and values of the same kind; "
                                 f"got {got}")
-            q16 = arrays["q"].view(np.uint16)
+            if kv16(q_half) == "bfloat16":  # its bits in native order, for the core
+                a = arrays["q"]
+                q16 = a.astype(np.uint16, copy=False) if a.dtype.kind == "u" else a.view(np.uint16)
             arrays["q"] = kv_values(arrays["q"], np.dtype(np.float32))
         kinds = {kv16(a.dtype) for name, a in arrays.items() if name != "q"}
         if kinds != {None}:

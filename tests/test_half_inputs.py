@@ -197,6 +197,19 @@ def test_half_inputs_fuzzed(isa, dot, n, m, d, g, causal, seed, bf):
     assert_close(got, reference(q, k, v, causal=causal), tolerance(v, m, d))
 
 
+def test_byte_swapped_half_inputs(isa, dot, rng, kind):
+    if kind == "ml_dtypes":
+        pytest.skip("ml_dtypes' bfloat16 has one byte order")
+    q, k, v = qkv(rng, kind, n=20, m=30)
+    swapped = [a.astype(a.dtype.newbyteorder(">" if a.dtype.byteorder != ">" else "<"))
+               for a in (q, k, v)]
+    want = attncore.attention(q, k, v, causal=True, out_dtype=np.float32)
+    np.testing.assert_array_equal(attncore.attention(*swapped, causal=True, out_dtype=np.float32),
+                                  want)
+    if kind == "bfloat16":
+        np.testing.assert_array_equal(attncore.from_bfloat16(swapped[0]), attncore.from_bfloat16(q))
+
+
 def test_out_dtype_rules(rng):
     q, k, v = qkv(rng, "float16")
     f = widen(q).astype(np.float32)
