@@ -311,15 +311,17 @@ def test_the_dot_products_run_only_on_the_avx512_kernels_and_when_chosen():
 
 
 @pytest.mark.parametrize("env", ["0", "1"])
-def test_ATTNCORE_BF16DOT_decides(env):
+def test_ATTNCORE_BF16DOT_decides(env, tmp_path):
     import subprocess
     import sys
 
     code = ("import attncore; from attncore import _isa; "
             "print(attncore._core.bf16dot_supported(), 'avx512' in _isa.available())")
+    # from an empty folder: the installed attncore, not a source tree in the working directory
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(__import__("os").environ, ATTNCORE_BF16DOT=env,
-                                ATTNCORE_ISA=""), check=True)
+                       cwd=tmp_path, env=dict(__import__("os").environ, ATTNCORE_BF16DOT=env,
+                                              ATTNCORE_ISA=""))
+    assert r.returncode == 0, r.stderr
     used, avx512 = r.stdout.split()
     assert used == str(env == "1" and avx512 == "True" and "avx512_bf16" in _cpu_flags())
 
