@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import attncore
 from attncore import _api
-from helpers import assert_close, tol
+from helpers import assert_close, not_emulated, tol
 
 try:
     import ml_dtypes
@@ -310,6 +310,7 @@ def test_the_dot_products_run_only_on_the_avx512_kernels_and_when_chosen():
         _isa.use(before)
 
 
+@not_emulated("it starts another interpreter")
 @pytest.mark.parametrize("env", ["0", "1"])
 def test_ATTNCORE_BF16DOT_decides(env, tmp_path):
     import subprocess
