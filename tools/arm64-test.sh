@@ -129,7 +129,8 @@ paths=0
 for a in "$@"; do case $a in -*) ;; *) paths=1 ;; esac; done
 if [ $paths = 0 ]; then  # options alone (-x, -rs, -q) go with the default list
     set -- "$@" tests/test_attention.py tests/test_masks.py tests/test_decode.py \
-        tests/test_backward.py tests/test_float16_cache.py tests/test_merge.py \
+        tests/test_backward.py tests/test_float16_cache.py tests/test_half_inputs.py \
+        tests/test_int8_cache.py tests/test_merge.py \
         tests/test_linear.py tests/test_exp.py tests/test_adversarial.py tests/test_nan_policy.py \
         tests/test_fuzz.py tests/test_properties.py tests/test_errors.py tests/test_kvcache.py \
         tests/test_mha.py tests/test_plain.py tests/test_threads.py tests/test_interrupt.py \
