@@ -292,8 +292,10 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
                   for s, name in ((k_scale, "k_scale"), (v_scale, "v_scale")))
         split = _SPLIT_KV if split_kv is None else split_kv
         _core.flash_i8(p.q, k4, v4, ks, vs, out, lse, p.scale, vis, bq, bk, nt, split)
-    elif method == "flash" and p.kv16 == "bfloat16" and p.q16 is not None and block_counts is None:
-        # bfloat16 q, k, v: the bfloat16 dot products where the CPU has them (the core decides)
+    elif (method == "flash" and p.kv16 == "bfloat16" and p.q16 is not None
+          and block_counts is None and _core.bf16dot_supported()):
+        # bfloat16 q, k, v by the bfloat16 dot products, where they are the faster way
+        # (else the float32 q that validation widened goes to the bfloat16-cache kernel)
         split = _SPLIT_KV if split_kv is None else split_kv
         _core.flash_bf16in(p.q16, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split)
     elif method == "flash":

@@ -8,8 +8,9 @@ attncore takes either of two forms for ``k`` and ``v``:
 - a uint16 array holding the bits (``to_bfloat16`` makes one), or
 - an array of ``ml_dtypes.bfloat16``, when that package is installed.
 
-Queries stay float32 and so does the arithmetic: the kernels widen K and V as
-they load them, exactly as for a float16 cache.
+The arithmetic is float32: the kernels widen K and V as they load them,
+exactly as for a float16 cache; bfloat16 queries (with bfloat16 K and V) are
+widened too, and the output rounded back once (attncore.attention).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ ctypedef fused real:
     double
 
 # K/V: the queries' type, or a 16-bit cache stored as uint16 with float32 queries
-# (IEEE half, or bfloat16 bits where the entry point's bf16 flag says so)
+# (IEEE half, or bfloat16 bits where the entry point's bf16 flag says so), or an
+# int8 cache's values (flash_i8 only; the other entry points refuse it)
 ctypedef fused kvt:
     float
     double

@@ -59,7 +59,8 @@ class KVCache:
         Default ``head_dim``.
     dtype : float32, float64, float16, "bfloat16" or "int8"
         float16 and bfloat16 halve the bytes a decode step reads; queries are
-        then float32.  "bfloat16" stores ml_dtypes.bfloat16 when that package
+        then float32 (the output float32) or of the cache's kind (the output
+        rounded to it).  "bfloat16" stores ml_dtypes.bfloat16 when that package
         is installed, else uint16 bits (np.uint16 or ml_dtypes.bfloat16 may be
         given directly); :func:`attncore.to_bfloat16` makes the bits.
         "int8" quarters them (and a float32 scale a token and kv head): each

@@ -4,8 +4,9 @@
  *
  * The algorithms are written once each as a body (flash_body.h, ...) over an
  * element type `real` and a K/V storage type `kvreal`; the per-type units
- * float32.c, float64.c, float16.c and bfloat16.c instantiate them and list
- * the names they define.  An ISA file (kern_scalar.c, kern_avx2.c, ...)
+ * float32.c, float64.c, float16.c, bfloat16.c and int8.c instantiate them
+ * and list the names they define (bf16dot.c, bfloat16 q, k and v by dot
+ * products, has its own blockwise body over the same row steps).  An ISA file (kern_scalar.c, kern_avx2.c, ...)
  * fills in the kernel table below, its own supported() check included;
  * adding an ISA means that one file and one entry in runtime.c's list
  * (AC_ISA_LIST), which is also the list Python reads (attncore._isa).

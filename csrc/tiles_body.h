@@ -3,7 +3,7 @@
  * log-sum-exp merge of rows, and K packing.
  *
  * Included once by each per-type unit (float32.c, float64.c, float16.c,
- * bfloat16.c) before the algorithm bodies, so these are static functions of
+ * bfloat16.c, int8.c, bf16dot.c) before the algorithm bodies, so these are static functions of
  * that unit over its `real` (the arithmetic) and `kvreal` (how K and V are
  * stored), reaching the kernels as kern->OPS and kern->KV_OPS through the
  * kernel table `kern`.  <tgmath.h> makes exp and log the float or the

@@ -17,6 +17,31 @@ EPS = {np.dtype(np.float32): float(np.finfo(np.float32).eps),
 EMULATED = os.environ.get("ATTNCORE_EMULATED", "")
 
 
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
+
+# How 16-bit values are given: float16, bfloat16 bits (uint16), ml_dtypes.bfloat16
+HALF_KINDS = ["float16", "bfloat16", pytest.param("ml_dtypes", marks=pytest.mark.skipif(
+    ml_dtypes is None, reason="ml_dtypes is not installed"))]
+
+
+def to_kind(x, kind):
+    """x as 16-bit values of `kind` (one of HALF_KINDS), rounded to nearest."""
+    if kind == "float16":
+        return np.asarray(x).astype(np.float16)
+    bits = attncore.to_bfloat16(x)
+    return bits if kind == "bfloat16" else bits.view(ml_dtypes.bfloat16)
+
+
+def widen(x):
+    """The exact float64 values of a 16-bit array."""
+    if x.dtype == np.float16:
+        return x.astype(np.float64)
+    return attncore.from_bfloat16(x, np.float64)
+
+
 def not_emulated(reason: str):
     return pytest.mark.skipif(bool(EMULATED), reason=f"not under {EMULATED} emulation: {reason}")
 

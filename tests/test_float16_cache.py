@@ -8,35 +8,12 @@ import pytest
 
 import attncore
 from attncore import _api
-from helpers import assert_close, tol
+from helpers import HALF_KINDS, assert_close, ml_dtypes, to_kind, tol, widen
 
-try:
-    import ml_dtypes
-except ImportError:
-    ml_dtypes = None
-
-KINDS = ["float16", "bfloat16", pytest.param("ml_dtypes", marks=pytest.mark.skipif(
-    ml_dtypes is None, reason="ml_dtypes is not installed"))]
-
-
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=HALF_KINDS)
 def kind(request):
     """How the cache stores K and V: float16, bfloat16 bits (uint16) or ml_dtypes.bfloat16."""
     return request.param
-
-
-def to_kind(x, kind):
-    if kind == "float16":
-        return np.asarray(x).astype(np.float16)
-    bits = attncore.to_bfloat16(x)
-    return bits if kind == "bfloat16" else bits.view(ml_dtypes.bfloat16)
-
-
-def widen(x):
-    """The exact float64 values of a 16-bit array."""
-    if x.dtype == np.float16:
-        return x.astype(np.float64)
-    return attncore.from_bfloat16(x, np.float64)
 
 
 def half_qkv(rng, B=(2,), H=4, Hkv=2, n=9, m=40, d=16, dv=None, kind="float16"):

@@ -20,34 +20,11 @@ from hypothesis import strategies as st
 
 import attncore
 from attncore import _api
-from helpers import assert_close, not_emulated, tol
+from helpers import HALF_KINDS, assert_close, not_emulated, to_kind, tol, widen
 
-try:
-    import ml_dtypes
-except ImportError:
-    ml_dtypes = None
-
-KINDS = ["float16", "bfloat16", pytest.param("ml_dtypes", marks=pytest.mark.skipif(
-    ml_dtypes is None, reason="ml_dtypes is not installed"))]
-
-
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=HALF_KINDS)
 def kind(request):
     return request.param
-
-
-def to_kind(x, kind):
-    x = np.asarray(x, np.float32)
-    if kind == "float16":
-        return x.astype(np.float16)
-    bits = attncore.to_bfloat16(x)
-    return bits if kind == "bfloat16" else bits.view(ml_dtypes.bfloat16)
-
-
-def widen(x):
-    if x.dtype == np.float16:
-        return x.astype(np.float64)
-    return attncore.from_bfloat16(x, np.float64)
 
 
 def rounded(out32, like):

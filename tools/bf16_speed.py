@@ -15,20 +15,16 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 import attncore
+from attncore.bench.timing import best_of
 
 
 def best(fn, reps: int = 2) -> float:
-    t = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        t.append(time.perf_counter() - t0)
-    return min(t)
+    """The fastest of `reps` calls (no warm-up: the caller makes it)."""
+    return best_of({"fn": fn}, min_time=0, min_rounds=reps, max_rounds=reps)["fn"]
 
 
 def child(rounds: int, ns: list[int], ds: list[int]) -> None:
