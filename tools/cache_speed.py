@@ -33,7 +33,7 @@ def child(rounds: int, ms: list[int]) -> None:
     nt = attncore.get_num_threads()
     roof = measure_roofs(nt)["read_gbs"]
     print(f"\nisa {attncore.info()['isa']}, {nt} threads, read roof {roof:.1f} GB/s")
-    print("| m | H/Hkv | cache | step ms | ÷ float32 time, median (min–max) | GB/s | % read roof |")
+    print("| m | H/Hkv | cache | step ms | float32 time ÷ this, median (min–max) | GB/s | % read roof |")
     print("|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     H, d = 32, 128
