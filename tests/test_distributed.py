@@ -17,6 +17,7 @@ distributed = pytest.importorskip("distributed")
 
 import attncore  # noqa: E402
 import attncore.distributed as ad  # noqa: E402
+from attncore.distributed._dask import alive_workers  # noqa: E402
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
 
@@ -376,6 +377,177 @@ def test_a_kvcache_whose_worker_died_gives_an_error_not_a_hang(rng):
             os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
             with pytest.raises(ad.WorkerLostError):
                 cache.attend(np.zeros((2, 1, 8), np.float32))
+    finally:
+        client.close()
+        cluster.close()
+
+
+# --- dependability: each test reproduced its defect before the fix ----------
+
+def _keys_held(client) -> dict:
+    """The attncore keys each worker holds in memory now."""
+    return client.run(lambda dask_worker: sorted(str(k) for k in dask_worker.data
+                                                 if str(k).startswith("attncore-")))
+
+
+def _until(cond, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _soak(client, rng, calls: int) -> list:
+    """Small attention calls on a client whose scheduler summary refreshes every
+    5 ms (2 s by default): the refresh overwrote the cached summary that
+    alive_workers read, so a healthy cluster looked empty (5 of 15 calls failed)."""
+    import dask
+
+    q, k, v = _qkv(rng, B=1, H=2, Hkv=2, n=64, m=64, dk=16, dv=16)
+    want = attncore.attention(q, k, v, causal=True)
+    failures = []
+    with dask.config.set({"distributed.client.scheduler-info-interval": "5ms"}):
+        fast = distributed.Client(client.scheduler.address)
+    try:
+        for _ in range(calls // 10):
+            assert len(alive_workers(fast)) == 2
+        for _ in range(calls):
+            try:
+                out = ad.attention(q, k, v, client=fast, causal=True)
+                np.testing.assert_allclose(out, want, atol=2e-5)
+            except Exception as e:  # noqa: BLE001 - counted, then reported
+                failures.append(f"{type(e).__name__}: {e}")
+    finally:
+        fast.close()
+    return failures
+
+
+def test_a_healthy_cluster_fails_no_call(client, rng):
+    assert _soak(client, rng, 60) == []
+
+
+@pytest.mark.slow
+def test_a_healthy_cluster_fails_no_call_in_a_thousand(client, rng):
+    failures = _soak(client, rng, 1000)
+    assert failures == [], f"{len(failures)} of 1000 calls failed: {failures[:3]}"
+
+
+def test_worker_memory_is_freed_when_a_call_returns(client, rng):
+    """A call longer than wait_for's 0.5 s poll: the TimeoutError caught on each
+    poll held a reference cycle through the call's frames and futures, so its
+    chunks stayed on the workers until the cyclic collector ran (here: never)."""
+    import gc
+
+    q, k, v = _qkv(rng, B=1, H=4, Hkv=4, n=8192, m=8192, dk=64, dv=64)
+    assert _until(lambda: not any(_keys_held(client).values()), 5)
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.monotonic()
+        ad.attention(q, k, v, client=client)
+        assert time.monotonic() - t0 > 0.5, "the call must outlast one poll to test anything"
+        assert _until(lambda: not any(_keys_held(client).values()), 2), _keys_held(client)
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (None, TypeError, "distributed.Client, got NoneType"),
+    ("tcp://127.0.0.1:1", TypeError, "distributed.Client, got str"),
+    ("cluster", TypeError, "got a cluster"),
+    ("closed", ValueError, "closed"),
+])
+def test_the_client_argument_is_checked(rng, bad, error, match):
+    q, k, v = _qkv(rng, n=16, m=16)
+    cluster = client = None
+    if bad in ("cluster", "closed"):
+        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                           dashboard_address=":0")
+        client = distributed.Client(cluster)
+        if bad == "closed":
+            client.close()
+        bad = cluster if bad == "cluster" else client
+    try:
+        with pytest.raises(error, match=match):
+            ad.attention(q, k, v, client=bad)
+        with pytest.raises(error, match=match):
+            ad.KVCache(bad, 2, 32)
+    finally:
+        if client is not None:
+            client.close()
+            cluster.close()
+
+
+def test_kvcache_counts_only_what_its_shards_took(client, rng):
+    a = np.zeros((1, 2, 4), np.float32)
+    with ad.KVCache(client, 1, 4) as cache:
+        with pytest.raises(ValueError, match=r"got \(1, 3, 7\)"):
+            cache.append(np.zeros((1, 3, 7), np.float32), np.zeros((1, 3, 7), np.float32))
+        with pytest.raises(ValueError, match=r"v must have shape .* got \(1, 3\)"):
+            cache.append(np.zeros((1, 3, 4), np.float32), np.zeros((1, 3), np.float32))
+        assert len(cache) == 0
+    cache = ad.KVCache(client, 1, 4)
+    cache.append(a, a)
+    cache.close()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="closed"):
+            cache.append(a, a)
+    with pytest.raises(ValueError, match="closed"):
+        cache.attend(np.zeros((1, 1, 4), np.float32))
+    assert len(cache) == 2 and cache.lengths == [2, 0]
+
+
+def test_a_failed_append_leaves_the_lengths_and_the_shard_usable(client, rng, monkeypatch):
+    """A shard's task that raises: its tokens are not counted, and the shard's
+    next call does not inherit the error through its ordering dependency."""
+    from attncore.distributed import _worker as W
+
+    k = rng.standard_normal((1, 3, 4)).astype(np.float32)
+    with ad.KVCache(client, 1, 4, shards=1) as cache:
+        cache.append(k, k)
+        real = W.shard_append
+
+        def refuse(*args, **kwargs):
+            raise MemoryError("no room on this worker")
+
+        monkeypatch.setattr(W, "shard_append", refuse)
+        with pytest.raises(MemoryError, match="no room"):
+            cache.append(k, k)
+        monkeypatch.setattr(W, "shard_append", real)
+        assert cache.lengths == [3]
+        cache.append(k, k)
+        assert cache.lengths == [6]
+        q = rng.standard_normal((1, 1, 4)).astype(np.float32)
+        kk = np.concatenate([k, k], axis=-2)
+        np.testing.assert_allclose(cache.attend(q), attncore.attention(q, kk, kk, causal=True),
+                                   atol=2e-6)
+
+
+def test_a_worker_killed_while_inputs_are_placed_is_a_worker_lost_error(rng, monkeypatch):
+    """Killed as the first chunk is scattered to it: Dask's scatter waited its
+    30 s connect timeout and raised a bare TimeoutError or CommClosedError."""
+    from attncore.distributed import _dask as D
+
+    cluster, client = _cluster()
+    try:
+        victim = sorted(alive_workers(client))[1]
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        real = D.scatter_to
+
+        def kill_first(c, data, addr, what):
+            if addr == victim and pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                assert _until(lambda: victim not in alive_workers(c), 30)
+            return real(c, data, addr, what)
+
+        monkeypatch.setattr(D, "scatter_to", kill_first)
+        q, k, v = _qkv(rng, B=1, H=2, Hkv=2, n=256, m=256)
+        t0 = time.monotonic()
+        with pytest.raises(ad.WorkerLostError, match="placed"):
+            ad.attention(q, k, v, client=client)
+        assert time.monotonic() - t0 < 20, "a hang until Dask's timeout, not a prompt error"
     finally:
         client.close()
         cluster.close()

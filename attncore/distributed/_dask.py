@@ -34,10 +34,49 @@ class WorkerLostError(RuntimeError):
     """A worker that held a computation's data left the cluster before it ended."""
 
 
+def check_client(client) -> None:
+    """A running, synchronous ``distributed.Client``, or a TypeError/ValueError
+    that says what was passed instead."""
+    distributed = _distributed()
+    if isinstance(client, distributed.deploy.Cluster):
+        raise TypeError("client must be a distributed.Client, got a cluster: pass "
+                        "distributed.Client(cluster)")
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
+    if client.asynchronous:
+        raise ValueError("attncore.distributed needs a synchronous Client (its calls block), "
+                         "got one made with asynchronous=True")
+    if client.status != "running":
+        raise ValueError(f"the Dask client is {client.status}, not running")
+
+
 def alive_workers(client) -> set[str]:
-    """The addresses of the cluster's workers now (all of them: since 2025 the
-    scheduler's summary lists only the first few unless asked for all)."""
-    return set(client.scheduler_info(n_workers=-1)["workers"])
+    """The addresses of the cluster's workers now, asked of the scheduler (all
+    of them: its summary lists only the first few unless asked for all).
+
+    Not ``client.scheduler_info()``: that fetches into the client's cached copy
+    and returns the cache, which the client's own periodic refresh (a summary
+    with no workers in it) can overwrite in between, so that a healthy cluster
+    looked empty about once in a few hundred calls."""
+    check_client(client)
+    return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
+def _forget_frames(e: BaseException) -> None:
+    """Cut a caught exception (and those it chains) from the frames it was
+    raised through.  Dask's ``sync`` keeps the exception in a local of a frame
+    its own traceback holds: a reference cycle through the waiting frames and
+    their futures, which kept a call's chunks on the workers until Python's
+    cyclic garbage collector happened to run."""
+    seen: set[int] = set()
+    todo = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        x.__traceback__ = None
+        todo += [x.__context__, x.__cause__]
 
 
 def workers_of(client, workers: list[str] | int | None = None) -> list[str]:
@@ -72,7 +111,8 @@ def wait_for(client, futures: list, addrs: list[str], what: str, poll_s: float =
             try:
                 distributed.wait(pending, timeout=poll_s)
                 break
-            except TimeoutError:
+            except TimeoutError as e:
+                _forget_frames(e)
                 alive = alive_workers(client)
                 gone = [a for a in addrs if a not in alive]
                 if gone:
@@ -97,6 +137,25 @@ def gather(client, futures: list, addrs: list[str], what: str) -> list:
     except (concurrent.futures.CancelledError, _distributed().KilledWorker) as e:
         raise WorkerLostError(f"{what}: a worker was lost with a result ({type(e).__name__})"
                               ) from e
+
+
+def scatter_to(client, data: dict, addr: str, what: str) -> dict:
+    """``client.scatter(data)`` straight to the worker at ``addr``.  Dask waits
+    up to its connect timeout (30 s) for a worker it cannot reach and then
+    raises a bare TimeoutError or CommClosedError; here a worker that has left
+    the cluster is a WorkerLostError within about a second, and one that is
+    only slow (paused, say) is waited for as long as Dask would."""
+    deadline = time.monotonic() + client._timeout
+    while True:
+        try:
+            return client.scatter(data, workers=[addr], direct=True, timeout=1)
+        except OSError as e:  # TimeoutError and Dask's CommClosedError are OSErrors
+            _forget_frames(e)
+            if addr not in alive_workers(client):
+                raise WorkerLostError(f"{what}: worker {addr} left the cluster while the "
+                                      f"inputs were placed") from None
+            if time.monotonic() > deadline:
+                raise
 
 
 # --- measured transfers ----------------------------------------------------
@@ -188,7 +247,7 @@ class _Run:
         for w in sorted(set(owner)):
             mine = {self.key(name, c): a[..., bounds[c]:bounds[c + 1], :]
                     for c in range(len(owner)) if owner[c] == w}
-            placed |= self.client.scatter(mine, workers=[self.addrs[w]], direct=True)
+            placed |= scatter_to(self.client, mine, self.addrs[w], self.what)
         return [placed[self.key(name, c)] for c in range(len(owner))]
 
     def place_pairs(self, pl: Plan, scores: Scores) -> dict:
@@ -203,7 +262,7 @@ class _Run:
                 mine = {self.key(name, i, j): cut(a, pl.q_bounds[i], pl.q_bounds[i + 1],
                                                   pl.k_bounds[j], pl.k_bounds[j + 1])
                         for i, j in pl.pairs if pl.owner[i] == w}
-                placed = self.client.scatter(mine, workers=[self.addrs[w]], direct=True)
+                placed = scatter_to(self.client, mine, self.addrs[w], self.what)
                 for i, j in pl.pairs:
                     if pl.owner[i] == w:
                         pieces.setdefault((i, j), {})[name] = placed[self.key(name, i, j)]
@@ -602,6 +661,7 @@ class KVCache:
         self._last: list[Any] = [self._run.submit(W.shard_open, self.id, s, kwargs, at=s,
                                                   name=("open", s)) for s in range(shards)]
         self._lock = threading.Lock()
+        self._closed = False
         self._run.wait(self._last)
 
     @property
@@ -625,8 +685,15 @@ class KVCache:
 
     def append(self, k: Any, v: Any) -> None:
         """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
+        self._check_open()
         k, v = np.asarray(k), np.asarray(v)
-        t = k.shape[-2] if k.ndim >= 2 else 0
+        for name, a, last, what in (("k", k, self.head_dim, "head_dim"),
+                                    ("v", v, self.value_dim, "value_dim")):
+            want = (*self.batch, self.kv_heads)
+            if a.ndim != len(want) + 2 or a.shape[:-2] != want or a.shape[-1] != last:
+                raise ValueError(f"{name} must have shape (*batch, kv_heads, t, {what}) = "
+                                 f"{(*want, 't', last)}, got {a.shape}")
+        t = k.shape[-2]
         checker = attncore.KVCache(self.kv_heads, self.head_dim, batch=self.batch,
                                    value_dim=self.value_dim, dtype=self.dtype, capacity=1)
         checker.append(k[..., :0, :] if t else k, v[..., :0, :] if t else v)  # its checks
@@ -634,19 +701,30 @@ class KVCache:
             raise ValueError(f"k has {t} tokens but v has {v.shape[-2]}")
         with self._lock:
             self._run.renew()
-            done, pending = 0, []
+            lengths = list(self._lengths)  # counted here, kept only where the shard took them
+            done, pending = 0, {}
             while done < t:  # the first shard with room is the tail; the last takes the rest
-                s = next((s for s in range(self.shards) if self._lengths[s] < self.shard_tokens),
+                s = next((s for s in range(self.shards) if lengths[s] < self.shard_tokens),
                          self.shards - 1)
                 take = t - done if s == self.shards - 1 else \
-                    min(self.shard_tokens - self._lengths[s], t - done)
+                    min(self.shard_tokens - lengths[s], t - done)
                 kv = [k[..., done:done + take, :], v[..., done:done + take, :]]
                 if kv[0].nbytes + kv[1].nbytes > _INLINE_BYTES:  # straight to the shard's worker
-                    kv = self.client.scatter(kv, workers=[self.addrs[s]], direct=True, hash=False)
-                pending.append(self._submit(W.shard_append, s, *kv))
-                self._lengths[s] += take
+                    names = [self._run.key("kv", s, i) for i in range(2)]
+                    placed = scatter_to(self.client, dict(zip(names, kv)), self.addrs[s],
+                                        "KVCache.append")
+                    kv = [placed[name] for name in names]
+                pending[s] = self._submit(W.shard_append, s, *kv)
+                lengths[s] += take
                 done += take
-            self._run.wait(pending)
+            try:
+                self._run.wait(list(pending.values()))
+            finally:  # each shard's length as its worker reports it, the failed ones unchanged
+                for s, f in pending.items():
+                    if f.status == "finished":
+                        self._lengths[s] = f.result()
+                    elif f.status == "error":  # the shard's next call must not wait on it
+                        self._last[s] = None
 
     def attend(self, q: Any, causal: bool = True, *, window: int | None = None,
                scale: float | None = None, return_lse: bool = False, mask: Any | None = None,
@@ -656,6 +734,7 @@ class KVCache:
         as :meth:`attncore.KVCache.attend`: q (*batch, H, n, head_dim) holds the
         n newest tokens' queries; bottom-right causal.  ``mask`` and ``bias``
         (..., H, n, len(cache)) travel cut per shard with its task."""
+        self._check_open()
         q = np.asarray(q)
         with self._lock:
             m = len(self)
@@ -693,7 +772,10 @@ class KVCache:
 
     def close(self) -> None:
         """Free the shards on the workers that still hold them (a lost worker's
-        shard went with it)."""
+        shard went with it).  A closed cache takes no more calls."""
+        if self._closed:
+            return
+        self._closed = True
         if self.client.status != "running":
             return
         alive = alive_workers(self.client)
@@ -704,6 +786,10 @@ class KVCache:
                      here, "KVCache.close")
         except WorkerLostError:
             pass  # a worker left while closing: its shard is gone with it
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("the KV cache is closed")
 
     def __enter__(self) -> KVCache:
         return self
