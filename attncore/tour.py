@@ -394,19 +394,39 @@ def _found_decode(res, lang):
 
 def _found_regimes(res, lang):
     f = res.facts
-    rows = {r["regime"]: r for r in res.table()}
-    pre, dec = rows["prefill"], rows["decode"]
+    rows = {(r["regime"], r["precision"]): r for r in res.table()}
+    pre, dec = rows["prefill", "float32"], rows["decode", "float32"]
+    caches = [(c, rows["decode", c]["gflops"] / dec["gflops"])
+              for c in ("float16", "bfloat16", "int8") if ("decode", c) in rows]
+    bf = rows.get(("prefill", "bfloat16"))
     if lang == "zh":
-        return (f"这次运行量出的屋顶：FMA {f['fma_gflops']:.0f} GFLOP/s，读带宽 "
+        text = (f"这次运行量出的屋顶：FMA {f['fma_gflops']:.0f} GFLOP/s，读带宽 "
                 f"{f['read_gbs']:.1f} GB/s，脊点 {f['ridge_flop_per_byte']:.1f} FLOP/字节。"
-                f"预填充达到 {pre['gflops']:.0f} GFLOP/s（屋顶的 "
-                f"{_pct(pre['gflops'] / pre['roof_gflops'])}），解码读到 {dec['gbs']:.1f} GB/s"
-                f"（读带宽的 {_pct(dec['gbs'] / f['read_gbs'])}）。")
-    return (f"Roofs measured on this run: FMA {f['fma_gflops']:.0f} GFLOP/s, read "
-            f"{f['read_gbs']:.1f} GB/s, ridge at {f['ridge_flop_per_byte']:.1f} FLOP/byte. Prefill "
-            f"reached {pre['gflops']:.0f} GFLOP/s ({_pct(pre['gflops'] / pre['roof_gflops'])} of "
-            f"its roof), decode read {dec['gbs']:.1f} GB/s ({_pct(dec['gbs'] / f['read_gbs'])} of "
+                f"float32 预填充达到 {pre['gflops']:.0f} GFLOP/s（屋顶的 "
+                f"{_pct(pre['gflops'] / pre['roof_gflops'])}），float32 缓存的解码读到 "
+                f"{dec['gbs']:.1f} GB/s（读带宽的 {_pct(dec['gbs'] / f['read_gbs'])}）。")
+        if caches:
+            text += ("字节减半，解码就快（float32 缓存的时间 ÷ 各缓存的）：" +
+                     "，".join(f"{c} {x:.2f} 倍" for c, x in caches) + "。")
+        if bf is not None:
+            text += (f"bfloat16 预填充 {bf['gflops']:.0f} GFLOP/s，是 float32 的 "
+                     f"{bf['gflops'] / pre['gflops']:.2f} 倍：它的算术仍是 float32，"
+                     f"除非 CPU 的 bfloat16 点积更快。")
+        return text
+    text = (f"Roofs measured on this run: FMA {f['fma_gflops']:.0f} GFLOP/s, read "
+            f"{f['read_gbs']:.1f} GB/s, ridge at {f['ridge_flop_per_byte']:.1f} FLOP/byte. The "
+            f"float32 prefill reached {pre['gflops']:.0f} GFLOP/s "
+            f"({_pct(pre['gflops'] / pre['roof_gflops'])} of its roof), the decode step on a "
+            f"float32 cache read {dec['gbs']:.1f} GB/s ({_pct(dec['gbs'] / f['read_gbs'])} of "
             f"the read roof).")
+    if caches:
+        text += (" Halve the bytes and decode speeds up (the float32 cache's time ÷ each "
+                 "cache's): " + ", ".join(f"{c} {x:.2f}×" for c, x in caches) + ".")
+    if bf is not None:
+        text += (f" A bfloat16 prefill ran at {bf['gflops']:.0f} GFLOP/s, "
+                 f"{bf['gflops'] / pre['gflops']:.2f}× float32: its arithmetic is still float32 "
+                 f"unless the CPU's bfloat16 dot products are faster.")
+    return text
 
 
 def _found_corrections(res, lang):
@@ -849,13 +869,21 @@ SECTIONS = [
                "key and reads 8·d bytes of K and V for it: ½ FLOP per byte (1 with a 16-bit cache), "
                "left of the ridge, bound by memory bandwidth. (A real tiled kernel re-reads K and V "
                "per query tile, so its prefill intensity is set by the tile: section “Bytes "
-               "moved”.) The roofs are measured by the probes in the same call.",
+               "moved”.) The roofs are measured by the probes in the same call. Each regime runs in every "
+               "precision the kernels take: prefill with float32 and bfloat16 q, k, v, decode "
+               "against float32, float16, bfloat16 and int8 caches. Halving the bytes moves a "
+               "decode step right along the bandwidth roof, twice the FLOPs per byte; widening the "
+               "arithmetic (bfloat16 dot products, where a CPU has them and they are faster: their "
+               "roof is the dashed line) raises the compute roof a prefill sits under.",
          "zh": "预填充和解码是两类问题。只算必须的流量（Q、K、V 各读一次，O 写一次；float32）："
                "n 个查询对 n 个键的预填充，每对 4·d 次运算、共 n² 对，搬 16·n·d 字节：每字节 n/4 次运算，"
                "远在脊点右边，受 FMA 单元限制。解码一步对每个缓存的键做 4·d 次运算，为它读 8·d 字节的 "
                "K 和 V：每字节 ½ 次（16 位缓存时为 1），在脊点左边，受内存带宽限制。（真实的分块计算核"
                "每个查询块都要重读一遍 K、V，所以它预填充的强度由块的大小决定：见「搬运的字节」一节。）"
-               "屋顶由同一次调用中的探针测得。"},
+               "屋顶由同一次调用中的探针测得。每个区间都用计算核接受的每种精度测一遍：预填充用 float32 和 "
+               "bfloat16 的 q、k、v，解码对 float32、float16、bfloat16 和 int8 缓存。字节减半，解码点就沿带宽"
+               "屋顶右移，每字节的运算翻倍；算术变宽（bfloat16 点积，在 CPU 有而且更快的地方：它的屋顶是虚线）"
+               "则抬高预填充所在的算力屋顶。"},
         _found_regimes),
     Section(
         "decode", {}, {"steps": 8, "batch": 2}, False,

@@ -203,11 +203,17 @@ def test_heads_maps_and_ledger(h, kv, kind):
 
 def test_regimes_places_prefill_and_decode():
     r = live.regimes(512, 4096, heads=2, d=64)
-    rows = {row["regime"]: row for row in r["rows"]}
+    rows = {(row["regime"], row["precision"]): row for row in r["rows"]}
     # the intensities are the cases' own (FLOPs over bytes); which side of the ridge
     # each falls on depends on this build's measured roofs, so only its rule is checked
-    assert rows["prefill"]["intensity"] == 128 and rows["decode"]["intensity"] < 1
-    ridge = r["facts"]["ridge_flop_per_byte"]
-    for row in r["rows"]:
+    assert rows["prefill", "float32"]["intensity"] == 128
+    assert rows["prefill", "bfloat16"]["intensity"] == 256
+    assert all(rows["decode", c]["intensity"] < 2 for c in ("float32", "float16", "bfloat16",
+                                                            "int8"))
+    dot = r["facts"].get("bf16dot_gflops")
+    for (regime, precision), row in rows.items():
+        compute = dot if (regime, precision) == ("prefill", "bfloat16") and dot else \
+            r["facts"]["fma_gflops"]
+        ridge = compute / r["facts"]["read_gbs"]
         assert row["bound"] == ("compute" if row["intensity"] > ridge else "bandwidth")
         assert row["gflops"] > 0

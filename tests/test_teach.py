@@ -200,12 +200,27 @@ def test_saturation_gradient_vanishes_only_unscaled():
 
 def test_regimes_place_prefill_and_decode_either_side_of_the_ridge():
     res = teach.regimes(n_prefill=512, m_decode=4096, heads=2, d=64)
-    rows = {r["regime"]: r for r in res.table()}
+    rows = {(r["regime"], r["precision"]): r for r in res.table()}
+    assert set(rows) == {("prefill", "float32"), ("prefill", "bfloat16"), ("decode", "float32"),
+                         ("decode", "float16"), ("decode", "bfloat16"), ("decode", "int8")}
     ridge = res.facts["ridge_flop_per_byte"]
-    assert rows["decode"]["intensity"] < ridge < rows["prefill"]["intensity"]
-    assert rows["decode"]["bound"] == "bandwidth" and rows["prefill"]["bound"] == "compute"
-    # decode: 4·d FLOPs per key against 2·d values of 4 bytes read: 0.5 FLOP/byte
-    assert rows["decode"]["intensity"] == pytest.approx(0.5, rel=0.01)
+    pre, dec = rows["prefill", "float32"], rows["decode", "float32"]
+    assert dec["intensity"] < ridge < pre["intensity"]
+    assert dec["bound"] == "bandwidth" and pre["bound"] == "compute"
+    # decode: 4·d FLOPs per key against 2·d values of 4 bytes read: 0.5 FLOP/byte;
+    # a 16-bit cache reads half the bytes, an int8 one d + 4 (its scale) a row
+    assert dec["intensity"] == pytest.approx(0.5, rel=0.01)
+    for cache in ("float16", "bfloat16"):
+        assert rows["decode", cache]["intensity"] == pytest.approx(1.0, rel=0.01)
+    assert rows["decode", "int8"]["intensity"] == pytest.approx(0.5 * 256 / 68, rel=0.01)
+    assert rows["prefill", "bfloat16"]["intensity"] == pytest.approx(2 * pre["intensity"])
+    for r in rows.values():
+        assert r["gflops"] > 0 and r["roof_gflops"] > 0
+    # the bfloat16 dot products' roof is a fact where the kernels use them
+    from attncore import _core
+    assert ("bf16dot_gflops" in res.facts) == bool(_core.bf16dot_supported())
+    assert teach.regimes(n_prefill=256, m_decode=1024, heads=1, d=64,
+                         precisions=False).table()[0]["precision"] == "float32"
 
 
 def test_multihead_heads_differ_and_the_ledger_does_not():

@@ -298,41 +298,64 @@ def traffic(ns=(512, 1024, 2048, 4096, 8192, 16384), d=64, seed=0, quick=False):
 # ---- compute-bound and bandwidth-bound ---------------------------------------------
 
 
-def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True):
+def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True, precisions=True):
     """A prefill and a decode step placed on this machine's roofline, measured
     now.  Counting the compulsory traffic (Q, K, V read and O written once),
     a float32 prefill of n against n does n/4 FLOPs per byte and is bound by
     the FMA units; a decode step ½ FLOP per byte of K and V (1 with a 16-bit
     cache), bound by the memory.  (:func:`traffic` counts what a tiled kernel
-    really moves: K and V once per query tile.)"""
-    from attncore import bench
+    really moves: K and V once per query tile.)
+
+    With ``precisions`` each regime is measured in every precision the kernels
+    take: prefill with float32 and bfloat16 q, k, v; decode against float32,
+    float16, bfloat16 and int8 caches.  Halving the bytes moves a decode step
+    right along the bandwidth roof (twice the FLOPs per byte); a bfloat16
+    prefill's roof is the bfloat16 dot products' where the kernels use them
+    (the probe's ``bf16dot_gflops``, measured where the CPU has them), else the
+    FMA roof, since its arithmetic is float32."""
+    from attncore import _core, bench
 
     roofs = bench.measure_roofs(attncore.get_num_threads(), quick=quick)
     ridge = roofs["fma_gflops"] / roofs["read_gbs"]
-    cases = {"prefill": bench.Case(n_prefill, d, False, H=heads),
-             "decode": bench.Case(1, d, False, H=heads, regime="decode", keys=m_decode)}
+    dot = roofs.get("bf16dot_gflops") if _core.bf16dot_supported() else None
+    prefill = ("float32", "bfloat16") if precisions else ("float32",)
+    caches = ("float32", "float16", "bfloat16", "int8") if precisions else ("float32",)
+    cases = [("prefill", p, bench.Case(n_prefill, d, False, H=heads, dtype=p)) for p in prefill]
+    cases += [("decode", c, bench.Case(1, d, False, H=heads, regime="decode", keys=m_decode,
+                                       kv_dtype=c)) for c in caches]
     rows = []
-    for name, case in cases.items():
+    for name, precision, case in cases:
         inputs = bench.make_inputs(case)
         seconds = _best_time(bench.runner("attncore-flash", case, inputs))
         ai = case.flops / case.bytes("attncore-flash")
-        rows.append({"regime": name, "n": case.n, "m": case.m, "intensity": ai,
-                     "gflops": case.flops / seconds / 1e9,
+        compute = dot if (name, precision, dot is not None) == ("prefill", "bfloat16", True) \
+            else roofs["fma_gflops"]
+        rows.append({"regime": name, "precision": precision, "n": case.n, "m": case.m,
+                     "intensity": ai, "gflops": case.flops / seconds / 1e9,
                      "gbs": case.bytes("attncore-flash") / seconds / 1e9,
-                     "bound": "compute" if ai > ridge else "bandwidth",
-                     "roof_gflops": min(roofs["fma_gflops"], ai * roofs["read_gbs"])})
+                     "bound": "compute" if ai > compute / roofs["read_gbs"] else "bandwidth",
+                     "roof_gflops": min(compute, ai * roofs["read_gbs"])})
 
     def draw(ax):
         ai = np.logspace(-1, 4, 200)
-        ax.loglog(ai, np.minimum(roofs["fma_gflops"], ai * roofs["read_gbs"]), "k-", label="roof")
+        ax.loglog(ai, np.minimum(roofs["fma_gflops"], ai * roofs["read_gbs"]), "k-",
+                  label="roof (FMA, read)")
+        if dot is not None:
+            ax.loglog(ai, np.minimum(dot, ai * roofs["read_gbs"]), "k--",
+                      label="roof (bfloat16 dot products)")
         for r in rows:
-            ax.scatter([r["intensity"]], [r["gflops"]], s=60, label=f"{r['regime']} (measured)")
+            ax.scatter([r["intensity"]], [r["gflops"]], s=60,
+                       marker="o" if r["regime"] == "prefill" else "s",
+                       label=f"{r['regime']} {r['precision']} (measured)")
         ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="GFLOP/s")
-        ax.legend(fontsize=9)
+        ax.legend(fontsize=8)
 
-    return Result("regimes", "prefill is compute-bound, decode bandwidth-bound", rows,
-                  {"fma_gflops": roofs["fma_gflops"], "read_gbs": roofs["read_gbs"],
-                   "ridge_flop_per_byte": ridge}, draw)
+    facts = {"fma_gflops": roofs["fma_gflops"], "read_gbs": roofs["read_gbs"],
+             "ridge_flop_per_byte": ridge}
+    if dot is not None:
+        facts["bf16dot_gflops"] = dot
+    return Result("regimes", "prefill is compute-bound, decode bandwidth-bound", rows, facts,
+                  draw)
 
 
 # ---- decode as a process -------------------------------------------------------------

@@ -302,14 +302,16 @@ def heads(heads: int = 4, kv_heads: int = 4, d_model: int = 16, seed: int = 0,
             "kv_shared_by": heads // kv_heads}
 
 
-def regimes(n_prefill: int = 2048, m_decode: int = 16384, heads: int = 8, d: int = 128) -> dict:
+def regimes(n_prefill: int = 2048, m_decode: int = 16384, heads: int = 8, d: int = 128,
+            precisions: bool = True) -> dict:
     """A prefill and a decode step measured now on this machine, placed on its
     roofline (:func:`attncore.teach.regimes`: the FMA and read roofs measured
-    with the kernels' own instructions)."""
+    with the kernels' own instructions), in every precision the kernels take
+    (``precisions``: bfloat16 prefill; float16, bfloat16 and int8 caches)."""
     from attncore.teach.cost import regimes as regimes_table
 
     r = regimes_table(n_prefill=int(n_prefill), m_decode=int(m_decode), heads=int(heads),
-                      d=int(d), quick=True)
+                      d=int(d), quick=True, precisions=bool(precisions))
     return {"rows": r.table(), "facts": r.facts}
 
 
