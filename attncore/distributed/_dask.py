@@ -17,7 +17,7 @@ from numpy.typing import DTypeLike
 import attncore
 from attncore.distributed import _worker as W
 from attncore._problem import _per_head, check_key_lengths, sum_to_shape
-from attncore.distributed._blocks import as_pairwise, cut
+from attncore.distributed._blocks import as_pairwise, cut, merge_all
 from attncore.distributed._plan import Plan, plan as make_plan
 
 
@@ -114,7 +114,7 @@ def wait_for(client, futures: list, addrs: list[str], what: str, poll_s: float =
             except TimeoutError as e:
                 _forget_frames(e)
                 alive = alive_workers(client)
-                gone = [a for a in addrs if a not in alive]
+                gone = [a for a in addrs if a not in alive] or ([] if alive else ["(every one)"])
                 if gone:
                     client.cancel(pending)
                     raise WorkerLostError(f"{what}: worker {', '.join(gone)} left the cluster "
@@ -243,12 +243,17 @@ class _Run:
                 # under a key of this call's, so that its moves are counted
                 futures.append(self.submit(W.same, computed, at=owner[c], name=(name, c)))
             return futures
+        return self.place_all([(name, a, bounds)], owner)[0]
+
+    def place_all(self, arrays: list[tuple], owner: tuple[int, ...]) -> list[list]:
+        """place() of each (name, NumPy array, bounds), in one scatter per worker
+        (each a few round trips to the scheduler, so one for all the arrays)."""
         placed: dict[str, Any] = {}
         for w in sorted(set(owner)):
             mine = {self.key(name, c): a[..., bounds[c]:bounds[c + 1], :]
-                    for c in range(len(owner)) if owner[c] == w}
+                    for name, a, bounds in arrays for c in range(len(owner)) if owner[c] == w}
             placed |= scatter_to(self.client, mine, self.addrs[w], self.what)
-        return [placed[self.key(name, c)] for c in range(len(owner))]
+        return [[placed[self.key(name, c)] for c in range(len(owner))] for name, _, _ in arrays]
 
     def place_pairs(self, pl: Plan, scores: Scores) -> dict:
         """(query chunk, key chunk) -> {"mask": future, "bias": future}: each
@@ -449,6 +454,29 @@ def _assemble(run: _Run, futures: dict[int, Any], bounds: tuple[int, ...], shape
     return result
 
 
+# A call this small runs as one task on one worker (the scheduler's choice), its
+# arrays inside the task: spreading it costs more than computing it (on a
+# 2-worker LocalCluster a spread call costs about 0.1 s before any arithmetic;
+# one task, a few ms), and Dask retries the task on another worker if its
+# worker dies, since the task itself holds the inputs.
+_ONE_TASK_BYTES = 1 << 20   # the call's arrays together
+_ONE_TASK_FLOPS = 1 << 30   # about 10-30 ms on one core
+
+
+def _one_task(pl: Plan, arrays, workers, chunks, lazy: bool) -> bool:
+    return (not lazy and workers is None and chunks is None
+            and sum(np.asarray(a).nbytes for a in arrays if a is not None) <= _ONE_TASK_BYTES
+            and sum(pl.flops) <= _ONE_TASK_FLOPS)
+
+
+def _in_one_task(client, addrs: list[str], what: str, fn, *args):
+    """fn(*args) as one task on any of the call's workers, the arrays inside it."""
+    run = _Run(client, addrs, what)
+    f = client.submit(fn, *args, key=run.key("whole"), pure=False)
+    [got] = gather(client, [f], [], f"attncore.distributed.{what}")
+    return got
+
+
 def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
               window: int | None = None, scale: float | None = None, layout: str = "zigzag",
               chunks: int | None = None, return_lse: bool = False,
@@ -486,10 +514,19 @@ def attention(q: Any, k: Any, v: Any, *, client, causal: bool = False,
                             chunks=chunks, key_lengths=key_lengths, scale=scale,
                             modifiers=dict(mask=mask, bias=bias, alibi_slopes=alibi_slopes,
                                            softcap=softcap, sinks=sinks))
+    if _one_task(pl, (q, k, v, mask, bias), workers, chunks, lazy):
+        kw = dict(causal=causal, window=window, scale=scale, key_lengths=key_lengths, mask=mask,
+                  bias=bias, alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks)
+        out, lse = _in_one_task(client, addrs, "attention", W.whole_forward, q, k, v, kw)
+        return (out, lse) if return_lse else out
     run = _Run(client, addrs, "attention")
-    qf = run.place("q", q, pl.q_bounds, pl.owner)
-    kf = run.place("k", k, pl.k_bounds, pl.owner)
-    vf = run.place("v", v, pl.k_bounds, pl.owner)
+    if lazy:
+        qf = run.place("q", q, pl.q_bounds, pl.owner)
+        kf = run.place("k", k, pl.k_bounds, pl.owner)
+        vf = run.place("v", v, pl.k_bounds, pl.owner)
+    else:
+        qf, kf, vf = run.place_all([("q", q, pl.q_bounds), ("k", k, pl.k_bounds),
+                                    ("v", v, pl.k_bounds)], pl.owner)
     pieces = run.place_pairs(pl, sc)
     kv = run.kv_where_needed(pl, kf, vf)
     merged: dict[int, Any] = {}
@@ -559,6 +596,12 @@ def attention_backward(q: Any, k: Any, v: Any, out: Any, lse: Any,
         if tuple(a.shape) != want or np.dtype(a.dtype) != np.dtype(q.dtype):
             raise ValueError(f"{name} must have shape {want} and dtype {np.dtype(q.dtype)}, got "
                              f"{tuple(a.shape)} {np.dtype(a.dtype)}")
+    if _one_task(pl, (q, k, v, out, lse, dout, mask, bias), workers, chunks, lazy):
+        kw = dict(causal=causal, window=window, scale=scale, key_lengths=key_lengths, mask=mask,
+                  bias=bias, alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks,
+                  return_dbias=return_dbias, return_dsinks=return_dsinks)
+        return _in_one_task(client, addrs, "backward", W.whole_backward, q, k, v, out, lse, dout,
+                            kw)
     run = _Run(client, addrs, "backward")
     qf = run.place("q", q, pl.q_bounds, pl.owner)
     kf = run.place("k", k, pl.k_bounds, pl.owner)
@@ -616,23 +659,47 @@ def _whole_dbias(run: _Run, pl: Plan, sc: Scores, futures: dict, lead: tuple, dt
 
 # --- the sharded KV cache --------------------------------------------------
 
-# Appends up to this size travel inside the task (one message); larger ones
-# are scattered to the shard's worker first (a large task would pass through
-# the scheduler).
-_INLINE_BYTES = 1 << 20
+def _actor_results(client, calls: list[tuple[Any, str]], what: str) -> list:
+    """The results of actor calls [(ActorFuture, its worker's address)], in
+    order: ``(True, value)`` or ``(False, exception)`` for a call that raised.
+    Waits on each in slices of 0.5 s, asking the scheduler between them
+    whether the call's worker is still there (a call to a worker that has
+    died would wait for ever): if not, WorkerLostError."""
+    got = []
+    for fut, addr in calls:
+        while True:
+            try:
+                got.append((True, fut.result(timeout=0.5)))
+                break
+            except TimeoutError as e:
+                _forget_frames(e)
+                if addr not in alive_workers(client):
+                    raise WorkerLostError(f"{what}: worker {addr} left the cluster with its "
+                                          f"shard of the cache") from None
+            except OSError as e:  # "Unable to contact Actor's worker"
+                _forget_frames(e)
+                raise WorkerLostError(f"{what}: worker {addr} cannot be reached ({e})") from None
+            except Exception as e:  # noqa: BLE001 - the shard's own error, raised by the caller
+                _forget_frames(e)
+                got.append((False, e))
+                break
+    return got
 
 
 class KVCache:
     """A KV cache split over the workers of a Dask cluster: one
-    :class:`attncore.KVCache` per shard, each on its own worker, never moved.
+    :class:`attncore.KVCache` per shard, each held by a Dask actor on its own
+    worker, never moved.
 
     ``append(k, v)`` writes to the tail shard, filling it to ``shard_tokens``
     before moving on to the next (an append that does not fit is split); the
     last shard takes whatever comes after every shard is full.
     ``attend(q)`` sends q to each shard holding tokens, which returns the
-    partial ``(o, lse)`` of q against its part; the partials merge in a tree
-    of :func:`attncore.merge` calls on the workers, and only the result comes
-    back: per step a few KiB cross the network, whatever the cache's length.
+    partial ``(o, lse)`` of q against its part, and the partials merge here by
+    :func:`attncore.merge`: per step a few KiB cross the network, whatever the
+    cache's length.  Calls go from the client straight to the shards' actors,
+    not through the scheduler (a step costs a round trip to the workers, not
+    a task graph), and each actor runs its calls one at a time, in order.
 
     Parameters are :class:`attncore.KVCache`'s, plus ``client``, ``shards``
     (default: one per worker, at most the number of workers) and ``workers``
@@ -655,14 +722,17 @@ class KVCache:
         local = attncore.KVCache(**kwargs)  # checks the arguments here, before any worker does
         self.kv_heads, self.head_dim = local.kv_heads, local.head_dim
         self.value_dim, self.batch, self.dtype = local.value_dim, local.batch, local.dtype
-        self._run = _Run(client, self.addrs, "kvcache")
-        self.id = self._run.prefix
+        run = _Run(client, self.addrs, "kvcache")
+        self.id = run.prefix
         self._lengths = [0] * shards
-        self._last: list[Any] = [self._run.submit(W.shard_open, self.id, s, kwargs, at=s,
-                                                  name=("open", s)) for s in range(shards)]
         self._lock = threading.Lock()
         self._closed = False
-        self._run.wait(self._last)
+        self._futures = [client.submit(W.Shard, kwargs, actor=True, workers=[a],
+                                       allow_other_workers=False, pure=False,
+                                       key=run.key("shard", s))
+                         for s, a in enumerate(self.addrs)]
+        wait_for(client, self._futures, self.addrs, "KVCache")
+        self._actors = [f.result() for f in self._futures]
 
     @property
     def shards(self) -> int:
@@ -676,15 +746,10 @@ class KVCache:
         """Tokens held by each shard."""
         return list(self._lengths)
 
-    def _submit(self, fn, shard: int, *args, **kwargs):
-        # after the shard's previous call: Dask runs independent tasks in any order
-        f = self._run.submit(fn, self.id, shard, *args, _after=self._last[shard], at=shard,
-                             name=(fn.__name__, shard), **kwargs)
-        self._last[shard] = f
-        return f
-
     def append(self, k: Any, v: Any) -> None:
-        """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim)."""
+        """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim).
+        Each shard's part goes straight to its actor.  If a shard fails, the
+        others keep what they took: ``lengths`` says what each holds."""
         self._check_open()
         k, v = np.asarray(k), np.asarray(v)
         for name, a, last, what in (("k", k, self.head_dim, "head_dim"),
@@ -700,31 +765,25 @@ class KVCache:
         if v.shape[-2] != t:
             raise ValueError(f"k has {t} tokens but v has {v.shape[-2]}")
         with self._lock:
-            self._run.renew()
             lengths = list(self._lengths)  # counted here, kept only where the shard took them
-            done, pending = 0, {}
+            done, calls = 0, []
             while done < t:  # the first shard with room is the tail; the last takes the rest
                 s = next((s for s in range(self.shards) if lengths[s] < self.shard_tokens),
                          self.shards - 1)
                 take = t - done if s == self.shards - 1 else \
                     min(self.shard_tokens - lengths[s], t - done)
-                kv = [k[..., done:done + take, :], v[..., done:done + take, :]]
-                if kv[0].nbytes + kv[1].nbytes > _INLINE_BYTES:  # straight to the shard's worker
-                    names = [self._run.key("kv", s, i) for i in range(2)]
-                    placed = scatter_to(self.client, dict(zip(names, kv)), self.addrs[s],
-                                        "KVCache.append")
-                    kv = [placed[name] for name in names]
-                pending[s] = self._submit(W.shard_append, s, *kv)
+                calls.append((s, self._actors[s].append(k[..., done:done + take, :],
+                                                        v[..., done:done + take, :])))
                 lengths[s] += take
                 done += take
-            try:
-                self._run.wait(list(pending.values()))
-            finally:  # each shard's length as its worker reports it, the failed ones unchanged
-                for s, f in pending.items():
-                    if f.status == "finished":
-                        self._lengths[s] = f.result()
-                    elif f.status == "error":  # the shard's next call must not wait on it
-                        self._last[s] = None
+            got = _actor_results(self.client, [(f, self.addrs[s]) for s, f in calls],
+                                 "KVCache.append")
+            for (s, _), (ok, value) in zip(calls, got):
+                if ok:  # the shard's length as its actor reports it
+                    self._lengths[s] = value
+            for ok, value in got:
+                if not ok:
+                    raise value
 
     def attend(self, q: Any, causal: bool = True, *, window: int | None = None,
                scale: float | None = None, return_lse: bool = False, mask: Any | None = None,
@@ -733,7 +792,7 @@ class KVCache:
         """attention(q, keys, values, causal=causal, ...) over the whole cache,
         as :meth:`attncore.KVCache.attend`: q (*batch, H, n, head_dim) holds the
         n newest tokens' queries; bottom-right causal.  ``mask`` and ``bias``
-        (..., H, n, len(cache)) travel cut per shard with its task."""
+        (..., H, n, len(cache)) travel cut per shard with its call."""
         self._check_open()
         q = np.asarray(q)
         with self._lock:
@@ -749,43 +808,33 @@ class KVCache:
                                     key_lengths=None, stand_kw=stand_kw)
             geo = dict(qa=0, n=n, m=m, causal=bool(causal), window=window, scale=scale,
                        key_lengths=None, **sc.geo())
-            self._run.renew()
-            parts, start = [], 0
+            calls, start = [], 0
             for s, length in enumerate(self._lengths):
                 if length:
                     cuts = {name: cut(a, 0, n, start, start + length)
                             for name, a in (("mask", sc.mask), ("bias", sc.bias))
                             if a is not None}
-                    parts.append((s, self._submit(W.shard_attend, s, q, length, start, geo,
-                                                  **cuts)))
+                    calls.append((self._actors[s].attend(q, length, start, geo, **cuts),
+                                  self.addrs[s]))
                 start += length
-        level = 0
-        while len(parts) > 1:  # a tree: each merge on the worker of its left part
-            level += 1
-            parts = [(a[0], self._run.submit(W.merge, a[1], b[1], at=a[0],
-                                             name=("tree", level, a[0])))
-                     if b is not None else a
-                     for a, b in zip(parts[::2], parts[1::2] + [None] * (len(parts) % 2))]
-        [(o, lse)] = gather(self.client, [parts[0][1]], self.addrs, "KVCache.attend")
+            got = _actor_results(self.client, calls, "KVCache.attend")
+        for ok, value in got:
+            if not ok:
+                raise value
+        o, lse = merge_all([value for _, value in got])
         o, lse = _fold_sinks(o, lse, sc.sinks)
         return (o, lse) if return_lse else o
 
     def close(self) -> None:
-        """Free the shards on the workers that still hold them (a lost worker's
-        shard went with it).  A closed cache takes no more calls."""
+        """Free the shards (a lost worker's shard went with it).  A closed cache
+        takes no more calls."""
         if self._closed:
             return
         self._closed = True
-        if self.client.status != "running":
-            return
-        alive = alive_workers(self.client)
-        here = [a for a in self.addrs if a in alive]
-        try:
-            wait_for(self.client, [self.client.submit(W.shard_close, self.id, workers=[a],
-                                                      pure=False) for a in here],
-                     here, "KVCache.close")
-        except WorkerLostError:
-            pass  # a worker left while closing: its shard is gone with it
+        self._actors = []
+        if self.client.status == "running":
+            self.client.cancel(self._futures)
+        self._futures = []
 
     def _check_open(self) -> None:
         if self._closed:

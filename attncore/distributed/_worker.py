@@ -16,10 +16,6 @@ from attncore.distributed._blocks import block_backward, block_forward, merge_al
 # OpenMP threads each would put T² threads on T cores.
 _one_call = threading.Lock()
 
-# The shards of the distributed KV caches this worker holds: cache id -> {shard: KVCache}.
-_shards: dict[str, dict[int, attncore.KVCache]] = {}
-
-
 _threads_set = False
 
 
@@ -56,6 +52,19 @@ def backward(q, k, v, out, lse, dout, qa: int, ka: int, geo: dict, mask=None, bi
         _use_worker_threads()
         return block_backward(q, k, v, out, lse, dout, qa, ka, mask=mask, bias=bias,
                               return_dbias=return_dbias, **geo)
+
+
+def whole_forward(q, k, v, kw: dict):
+    """A whole (small) call in one task: attncore.attention(..., return_lse=True)."""
+    with _one_call:
+        _use_worker_threads()
+        return attncore.attention(q, k, v, return_lse=True, **kw)
+
+
+def whole_backward(q, k, v, out, lse, dout, kw: dict):
+    with _one_call:
+        _use_worker_threads()
+        return attncore.attention_backward(q, k, v, out, lse, dout, **kw)
 
 
 def merge(*parts):
@@ -115,38 +124,26 @@ def transfer_of(key: str, dask_worker=None) -> tuple[int, float] | None:
 
 # --- the shards of a distributed KV cache ----------------------------------
 
-def shard_open(cache: str, shard: int, kwargs: dict) -> None:
-    _shards.setdefault(cache, {})[shard] = attncore.KVCache(**kwargs)
+class Shard:
+    """One shard of a distributed KV cache: a Dask actor living on its worker
+    (``client.submit(Shard, kwargs, actor=True)``), holding an
+    :class:`attncore.KVCache`.  Its methods are called straight from the
+    client, without the scheduler, one at a time and in order."""
 
+    def __init__(self, kwargs: dict) -> None:
+        self.cache = attncore.KVCache(**kwargs)
 
-def _shard(cache: str, shard: int) -> attncore.KVCache:
-    try:
-        return _shards[cache][shard]
-    except KeyError:
-        raise RuntimeError(f"shard {shard} of the KV cache {cache} is not on this worker (the "
-                           f"worker that held it was restarted or replaced)") from None
+    def append(self, k, v) -> int:
+        self.cache.append(k, v)
+        return len(self.cache)
 
-
-def shard_append(cache: str, shard: int, k, v, _after=None) -> int:
-    s = _shard(cache, shard)
-    s.append(k, v)
-    return len(s)
-
-
-def shard_attend(cache: str, shard: int, q, length: int, ka: int, geo: dict, mask=None,
-                 bias=None, _after=None):
-    """(o, lse) of the queries against this shard's first ``length`` tokens,
-    which are the global keys ka, ka+1, ...: the later appends are not seen
-    (``mask`` and ``bias``: this shard's cut of the call's)."""
-    s = _shard(cache, shard)
-    keys, values = s.keys, s.values
-    with _one_call:
-        _use_worker_threads()
-        return block_forward(q, keys[..., :length, :], values[..., :length, :], geo["qa"], ka,
-                             mask=mask, bias=bias,
-                             **{k: val for k, val in geo.items() if k != "qa"})
-
-
-def shard_close(cache: str) -> None:
-    _shards.pop(cache, None)
-
+    def attend(self, q, length: int, ka: int, geo: dict, mask=None, bias=None):
+        """(o, lse) of the queries against this shard's first ``length`` tokens,
+        which are the global keys ka, ka+1, ...: the later appends are not seen
+        (``mask`` and ``bias``: this shard's cut of the call's)."""
+        keys, values = self.cache.keys, self.cache.values
+        with _one_call:
+            _use_worker_threads()
+            return block_forward(q, keys[..., :length, :], values[..., :length, :], geo["qa"],
+                                 ka, mask=mask, bias=bias,
+                                 **{k: val for k, val in geo.items() if k != "qa"})
