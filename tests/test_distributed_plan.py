@@ -142,7 +142,7 @@ def test_simulate_a_slow_link_shows_the_transfer_not_hidden():
 def test_decode_step_time():
     t = decode_step_time(1 << 20, 8, kv_heads=8, head_dim=128, itemsize=2,
                          read_bytes_per_s=1e10, latency_s=1e-3)
-    assert t == pytest.approx(4e-3 + 8 * (1 << 17) * 256 * 2 / 1e10)
+    assert t == pytest.approx(1e-3 + 8 * (1 << 17) * 256 * 2 / 1e10)
 
 
 @pytest.mark.parametrize("kwargs, match", [

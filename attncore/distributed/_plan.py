@@ -347,9 +347,10 @@ def decode_step_time(m: int, shards: int, *, kv_heads: int, head_dim: int, items
                      read_bytes_per_s: float, latency_s: float, batch: int = 1,
                      value_dim: int | None = None) -> float:
     """Predicted time of one decode step over a cache of m tokens split into
-    ``shards``: every shard streams its K and V once (the read roof) at the
-    same time, then the partials merge in a tree of ``ceil(log2(shards))``
-    levels, one message latency each (plus the call's own)."""
+    ``shards``: the query goes to every shard's actor at once, each streams
+    its K and V once (the read roof), and the partials come back to the
+    client, which merges them: one round trip (``latency_s``) and the longest
+    shard's read."""
     dv = head_dim if value_dim is None else value_dim
     read = batch * kv_heads * math.ceil(m / shards) * (head_dim + dv) * itemsize
-    return latency_s * (1 + math.ceil(math.log2(shards))) + read / read_bytes_per_s
+    return latency_s + read / read_bytes_per_s
