@@ -593,3 +593,88 @@ def test_a_small_call_runs_as_one_task(client, rng, kwargs):
     with distributed.get_task_stream(client) as ts:
         ad.attention(q, k, v, client=client, workers=2, **kwargs)
     assert len([t for t in ts.data if str(t["key"]).startswith("attncore-")]) > 2
+
+
+def _kill_when(client, victim: str, pred, seconds: float = 60) -> float:
+    """SIGKILL the victim worker once pred(keys it is processing) holds; the
+    monotonic time of the kill."""
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    assert _until(lambda: pred(client.processing(workers=[victim]).get(victim, ())), seconds), \
+        "the victim never got the task to be killed in"
+    os.kill(pid, signal.SIGKILL)
+    return time.monotonic()
+
+
+def test_a_worker_killed_during_the_merges_gives_a_worker_lost_error(rng):
+    """The merges made slow on the victim (2 s each), so that it dies in one."""
+    cluster, client = _cluster()
+    try:
+        victim = sorted(alive_workers(client))[1]
+
+        def slow_merges(dask_worker=None):
+            from attncore.distributed import _worker as W
+
+            real = W.merge
+
+            def merge(*parts):
+                time.sleep(2)
+                return real(*parts)
+
+            W.merge = merge
+
+        client.run(slow_merges, workers=[victim])
+        q, k, v = _qkv(rng, B=1, H=2, Hkv=2, n=512, m=512)
+        result = {}
+
+        def run():
+            try:
+                result["out"] = ad.attention(q, k, v, client=client, workers=2)
+            except Exception as e:  # noqa: BLE001 - the test inspects it
+                result["error"], result["at"] = e, time.monotonic()
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        killed = _kill_when(client, victim, lambda keys: any("merged" in str(key) for key in keys))
+        t.join(60)
+        assert not t.is_alive(), "attncore.distributed.attention hung after a worker died"
+        assert isinstance(result.get("error"), ad.WorkerLostError), repr(result)
+        assert result["at"] - killed < 10, "a prompt error, not a timeout"
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_a_worker_killed_during_a_decode_step_gives_a_worker_lost_error(rng):
+    """Steps over a 2 × 65536-token cache in a loop; a shard's worker killed
+    while they run: the step in flight (or the next) raises WorkerLostError."""
+    cluster, client = _cluster()
+    try:
+        with ad.KVCache(client, 8, 64, dtype=np.float16, shard_tokens=65536) as cache:
+            k = rng.standard_normal((8, 131072, 64)).astype(np.float16)
+            cache.append(k, k)
+            q = rng.standard_normal((32, 1, 64)).astype(np.float32)
+            cache.attend(q)
+            result = {"steps": 0}
+
+            def run():
+                try:
+                    while True:
+                        cache.attend(q)
+                        result["steps"] += 1
+                except Exception as e:  # noqa: BLE001 - the test inspects it
+                    result["error"], result["at"] = e, time.monotonic()
+
+            t = threading.Thread(target=run, daemon=True)
+            t.start()
+            assert _until(lambda: result["steps"] >= 3, 30)
+            victim = cache.addrs[1]
+            pid = client.run(os.getpid, workers=[victim])[victim]
+            os.kill(pid, signal.SIGKILL)
+            killed = time.monotonic()
+            t.join(60)
+            assert not t.is_alive(), "KVCache.attend hung after a worker died"
+            assert isinstance(result.get("error"), ad.WorkerLostError), repr(result)
+            assert result["at"] - killed < 10, "a prompt error, not a timeout"
+    finally:
+        client.close()
+        cluster.close()
