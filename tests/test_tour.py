@@ -120,7 +120,8 @@ def test_both_tutorials_quote_the_same_run():
 # Latin words a Chinese table may keep: names of code, formats and functions
 _KEPT = {"softmax", "attncore", "attention", "GQA", "MHA", "MQA", "DRAM", "exp", "max", "min",
          "diag", "float64", "lse", "GB", "GFLOP", "FLOPs", "batch", "rev", "teach", "scores",
-         "merge", "block_k", "return_lse", "core", "inf", "nan"}
+         "merge", "block_k", "return_lse", "core", "inf", "nan",
+         "float", "bfloat", "int"}  # the dtypes' names (float32, bfloat16, int8), as in the prose
 
 
 def test_the_chinese_tables_are_in_chinese():

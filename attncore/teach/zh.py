@@ -95,6 +95,7 @@ HEADERS = {
     "output so far": "到目前为止的输出",
     "pairs": "对数",
     "position": "位置",
+    "precision": "精度",
     "quantity": "量",
     "query": "查询",
     "query_heads_per_kv_head": "每个键值头服务的查询头",
