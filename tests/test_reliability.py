@@ -154,8 +154,12 @@ def test_attend_sees_a_consistent_snapshot_while_another_thread_appends():
                  rng.standard_normal((1, 4, 8)).astype(np.float32))
     stop, errors = threading.Event(), []
 
-    def writer():
-        while not stop.is_set():
+    def writer():  # at most 3000 appends: an attend reads the whole cache, so the writer,
+        # running while each attend does, would otherwise grow it geometrically wherever the
+        # attends are slow (under the sanitizers, on a loaded machine: 23 GiB once)
+        for _ in range(3000):
+            if stop.is_set():
+                break
             x = rng.standard_normal((1, 3, 8)).astype(np.float32)
             cache.append(x, x)
 
