@@ -320,6 +320,17 @@ def test_bench_distributed_on_a_local_cluster(tmp_path):
     assert all(r["step_s"] > 0 for r in result["decode"])
     sims = {(r["nodes"], r["node"], r["link"]) for r in result["simulate"]}
     assert {(16, "3 TFLOP/s node", "10 Gb/s"), (64, "this node", "100 Gb/s")} <= sims
+    costs = result["costs"]
+    assert costs["worker_flops"] > 0 and costs["client_bytes_per_s"] > 0
+    assert costs["round_trip_s"] > 0 and costs["task_s"] >= 0
+    assert [r["n"] for r in result["predict"]] == [2048, 4096]
+    for r in result["predict"]:
+        assert r["measured_s"] > 0
+        assert r["predicted_s"] == pytest.approx(r["place_s"] + r["copies_s"] + r["pairs_s"]
+                                                 + r["gather_s"])
+    assert [r["nodes"] for r in result["decode_paper"]] == [1, 16]
+    assert result["decode_paper"][1]["step_s"] < result["decode_paper"][0]["step_s"]
     assert_figure(out / "distributed-simulate.png")
     text = md.read_text()
-    assert "Strong scaling" in text and "Plan.simulate" in text
+    assert "Strong scaling" in text and "Plan.simulate against the measurement" in text
+    assert "decode_step_time" in text

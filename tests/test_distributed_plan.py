@@ -120,23 +120,58 @@ def test_simulate_balanced_full_attention_on_an_infinite_link_is_ideal():
     assert sim.efficiency == pytest.approx(1.0)
     assert sim.speedup == pytest.approx(2.0)
     assert sim.hidden
-    step = 2 * 128 * 2048 * 2048 / 1e11
-    assert [c for c, _, _ in sim.steps] == pytest.approx([step, step])
+    pair = 2 * 128 * 2048 * 2048 / 1e11
+    # each worker: its local pair, then the pair on the other's chunk, never waiting
+    assert [w[0] for w in sim.workers] == pytest.approx([2 * pair, 2 * pair])
+    assert [w[2] for w in sim.workers] == [0, 0]
+    assert sim.time_s == pytest.approx(2 * pair)
+    assert sim.place_s == sim.copies_s == sim.gather_s == 0
 
 
 def test_simulate_a_slow_link_shows_the_transfer_not_hidden():
     p = plan(4096, 4096, 2, layout="contiguous")
     kv = 2048 * 128 * 4
     compute = 2 * 128 * 2048 * 2048 / 1e11
-    slow = kv / (2 * compute)  # the transfer takes twice a step's compute
-    sim = p.simulate(flops_per_s=1e11, link_bytes_per_s=slow, latency_s=1e-3)
+    slow = kv / (2 * compute)  # the transfer takes twice a pair's compute
+    sim = p.simulate(flops_per_s=1e11, link_bytes_per_s=slow, latency_s=1e-3,
+                     client_bytes_per_s=math.inf)
     assert not sim.hidden
-    assert sim.steps[1][1] == pytest.approx(2 * compute + 1e-3)
+    assert sim.workers[1][1] == pytest.approx(2 * compute + 1e-3)
+    # the local pair runs under the transfer, the foreign one after it arrives
+    assert sim.workers[1][2] == pytest.approx(compute + 1e-3)
     assert sim.time_s == pytest.approx(2 * compute + 1e-3 + compute)
     assert sim.efficiency < 1
-    # the roofline: a read rate so low that reading the chunks bounds the step
+    # the roofline: a read rate so low that reading the chunks bounds the pair
     read = p.simulate(flops_per_s=1e11, link_bytes_per_s=math.inf, read_bytes_per_s=1e3)
-    assert read.steps[0][0] == pytest.approx((p.q_bytes(0) + p.kv_bytes(0)) / 1e3)
+    assert read.workers[0][0] == pytest.approx(2 * (p.q_bytes(0) + p.kv_bytes(0)) / 1e3)
+
+
+def test_simulate_counts_the_executors_fixed_costs():
+    """The phases the executor runs: one scatter per worker, one round of the
+    owners' copies, each task's cost on its worker, the gather."""
+    p = plan(4096, 4096, 2, layout="contiguous")
+    rt, task, client = 0.01, 0.002, 1e9
+    sim = p.simulate(flops_per_s=1e11, link_bytes_per_s=math.inf, round_trip_s=rt, task_s=task,
+                     client_bytes_per_s=client)
+    moved_in = sum(p.q_bytes(c) + p.kv_bytes(c) for c in range(2))
+    assert sim.place_s == pytest.approx(2 * rt + moved_in / client)
+    assert sim.copies_s == pytest.approx(rt + 2 * task)  # each worker copies its k and v once
+    # per worker: 2 pairs, the 2 copies of the chunk it fetches, 1 merge
+    assert [w[3] for w in sim.workers] == pytest.approx([5 * task, 5 * task])
+    assert sim.gather_s == pytest.approx(rt + sum(p.out_bytes(c) for c in range(2)) / client)
+    assert sim.time_s == pytest.approx(sim.place_s + sim.copies_s + sim.pairs_s + sim.gather_s)
+    # chunks arriving one by one: a worker starts on each as it comes
+    many = plan(8192, 8192, 2, causal=True, chunks=8)
+    kv = many.kv_bytes(0)
+    piped = many.simulate(1e11, link_bytes_per_s=kv / 1e-3)  # 1 ms a chunk
+    assert piped.hidden and piped.pairs_s == pytest.approx(piped.workers[0][0])
+    # 20 ms a chunk: worker 0 fetches 4 and waits, its last pair starting after the last
+    slow = many.simulate(1e11, link_bytes_per_s=kv / 20e-3)
+    assert not slow.hidden and slow.workers[0][1] == pytest.approx(0.08)
+    assert slow.workers[0][4] > 0.08
+    zigzag = plan(4096, 4096, 2, causal=True)
+    assert zigzag.simulate(1e11, 1e9, round_trip_s=rt, task_s=task).time_s > \
+        zigzag.simulate(1e11, 1e9).time_s
 
 
 def test_decode_step_time():

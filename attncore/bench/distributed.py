@@ -12,7 +12,14 @@ ADDRESS``), next to what its plan predicts.
              against the plan's prediction and the ring's (P-1)·KV
     decode   a sharded KVCache's step time against tokens per shard, the empty
              call's round trip shown apart
-    simulate Plan.simulate at n = 1M on 16 and 64 nodes, 10 and 100 Gb/s links
+    costs    the executor's constants on this cluster: a worker's attention
+             rate, the client's scatter rate, a task's fixed cost, the empty
+             call's round trip (and the link, by ping)
+    predict  Plan.simulate with those constants against the measured time
+             of a causal prefill, n = 8192 and 16384 (quick: 2048 and 4096)
+    simulate Plan.simulate at n = 1M on 16 and 64 nodes, 10 and 100 Gb/s links,
+             with this cluster's fixed costs; and a decode step of a 10M-token
+             cache on 16 nodes
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ SIM_NODES = (2, 4, 8, 16, 32, 64, 128, 256)
 SIM_LINKS = {"10 Gb/s": 10e9 / 8, "100 Gb/s": 100e9 / 8}
 SIM_LATENCY_S = 50e-6
 SIM_NODE_FLOPS = 3e12  # a 3 TFLOP/s node, beside this machine's measured rate
+SIM_CACHE_TOKENS = 10_000_000  # a 10M-token cache, one layer: float16, 8 kv heads of 128
+SIM_CACHE = dict(kv_heads=8, head_dim=128, itemsize=2)
 
 
 def _inputs(rng, n, H, Hkv, d, dtype=np.float32):
@@ -164,7 +173,31 @@ def run(*, scheduler: str | None = None, workers: int | None = None, quick: bool
         result["decode"] = decode
         result["empty_call_s"] = _empty_call(client, addrs[0])
 
-        result["simulate"] = simulate(result["node_gflops"] * 1e9)
+        progress("the executor's costs, and Plan.simulate against the measured time")
+        costs = _costs(client, addrs, result, d=d, heads=H)
+        result["costs"] = costs
+        predict = []
+        for nn in ((2048, 4096) if quick else (8192, 16384)):
+            q, k, v = _inputs(rng, nn, H, H, d)
+            pl = ad.plan(nn, nn, P, causal=True, heads=H, head_dim=d)
+            sim = pl.simulate(**_sim_args(costs))
+            fn = lambda: ad.attention(q, k, v, client=client, causal=True, workers=P)  # noqa: E731
+            fn()
+            t = best_of({"t": fn}, **reps)["t"]
+            predict.append(dict(n=nn, P=P, measured_s=t, predicted_s=sim.time_s,
+                                place_s=sim.place_s, copies_s=sim.copies_s,
+                                pairs_s=sim.pairs_s, gather_s=sim.gather_s))
+        result["predict"] = predict
+        result["simulate"] = simulate(result["node_gflops"] * 1e9, costs)
+        from attncore.bench import measure_roofs
+
+        read = measure_roofs(attncore.get_num_threads(), quick=True)["read_gbs"] * 1e9
+        result["decode_paper"] = [
+            dict(tokens=SIM_CACHE_TOKENS, nodes=nodes, read_bytes_per_s=read,
+                 round_trip_s=costs["round_trip_s"],
+                 step_s=ad.decode_step_time(SIM_CACHE_TOKENS, nodes, read_bytes_per_s=read,
+                                            latency_s=costs["round_trip_s"], **SIM_CACHE))
+            for nodes in (1, 16)]
         return result
     finally:
         client.close()
@@ -199,15 +232,55 @@ def _empty_call(client, addr) -> float:
     return best_of({"call": call}, min_time=0.3, min_rounds=5, max_rounds=50)["call"]
 
 
-def simulate(node_flops: float) -> list[dict]:
+def _costs(client, addrs, result: dict, *, d: int, heads: int) -> dict:
+    """The executor's constants on this cluster, as Plan.simulate takes them."""
+    from attncore.distributed import _worker as W
+
+    rate = client.submit(W.attention_rate, 2048, heads, d, True, workers=[addrs[0]],
+                         pure=False).result()
+    blob = np.zeros(16 << 20, np.uint8)
+
+    def scatter():
+        [f] = client.scatter([blob], workers=[addrs[0]], direct=True, hash=False)
+        f.release()
+
+    scatter()
+    client_s = best_of({"s": scatter}, min_time=0.3, min_rounds=3, max_rounds=10)["s"]
+    round_trip = _empty_call(client, addrs[0])
+    batch = 50
+
+    def tasks():
+        fs = [client.submit(W.nothing, i, workers=[addrs[0]], pure=False) for i in range(batch)]
+        client.gather(fs)
+
+    tasks()
+    many = best_of({"t": tasks}, min_time=0.3, min_rounds=3, max_rounds=10)["t"]
+    link = result.get("link") or {}
+    return dict(worker_flops=rate, client_bytes_per_s=blob.nbytes / client_s,
+                round_trip_s=round_trip, task_s=max(0.0, (many - round_trip) / (batch - 1)),
+                link_bytes_per_s=link.get("bytes_per_s", math.inf),
+                latency_s=link.get("latency_s", 0.0))
+
+
+def _sim_args(costs: dict) -> dict:
+    """Plan.simulate's arguments for this cluster, from its measured costs."""
+    return dict(flops_per_s=costs["worker_flops"], link_bytes_per_s=costs["link_bytes_per_s"],
+                latency_s=costs["latency_s"], round_trip_s=costs["round_trip_s"],
+                task_s=costs["task_s"], client_bytes_per_s=costs["client_bytes_per_s"])
+
+
+def simulate(node_flops: float, costs: dict | None = None) -> list[dict]:
     """Plan.simulate at n = 1M (causal, zigzag, 2P chunks) for each node count,
-    link and node rate (this machine's measured rate and a 3 TFLOP/s node)."""
+    link and node rate (this machine's measured rate and a 3 TFLOP/s node),
+    with this cluster's measured round trip and task cost (none if not given);
+    the client scatters and gathers at the link's rate."""
     rows = []
+    fixed = dict(round_trip_s=costs["round_trip_s"], task_s=costs["task_s"]) if costs else {}
     for P in SIM_NODES:
         pl = ad.plan(SIM_N, SIM_N, P, causal=True, **SIM_SHAPE)
         for rate_name, rate in (("this node", node_flops), ("3 TFLOP/s node", SIM_NODE_FLOPS)):
             for link_name, bw in SIM_LINKS.items():
-                sim = pl.simulate(rate, bw, SIM_LATENCY_S)
+                sim = pl.simulate(rate, bw, SIM_LATENCY_S, **fixed)
                 rows.append(dict(nodes=P, node=rate_name, node_flops=rate, link=link_name,
                                  seconds=sim.time_s, ideal_s=sim.ideal_s,
                                  efficiency=sim.efficiency, speedup=sim.speedup,
@@ -264,14 +337,39 @@ def tables(result: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                 ["tokens per shard", "shards", "step ms", "step − empty call ms"],
                 [[str(r["tokens_per_shard"]), str(r["shards"]), _ms(r["step_s"]),
                   _ms(r["step_s"] - result["empty_call_s"])] for r in result["decode"]]))
+    if result.get("costs"):
+        c = result["costs"]
+        out.append((f"Plan.simulate against the measurement: causal prefill, H={sh['heads']}, "
+                    f"d={sh['head_dim']}, float32; constants measured here: a worker "
+                    f"{c['worker_flops'] / 1e9:.1f} GFLOP/s, the client's scatter "
+                    f"{c['client_bytes_per_s'] / 1e9:.2f} GB/s, a round trip "
+                    f"{_ms(c['round_trip_s'])} ms, a task {_ms(c['task_s'])} ms, the link "
+                    f"{c['link_bytes_per_s'] / 1e9:.2f} GB/s",
+                    ["n", "workers", "measured ms", "predicted ms", "predicted ÷ measured",
+                     "place / copies / pairs / gather ms"],
+                    [[str(r["n"]), str(r["P"]), _ms(r["measured_s"]), _ms(r["predicted_s"]),
+                      f"{r['predicted_s'] / r['measured_s']:.2f}",
+                      " / ".join(_ms(r[k]) for k in ("place_s", "copies_s", "pairs_s",
+                                                     "gather_s"))]
+                     for r in result["predict"]]))
     sims = [r for r in result["simulate"] if r["nodes"] in (16, 64)]
+    fixed = (f", this cluster's round trip ({_ms(result['costs']['round_trip_s'])} ms) and task "
+             f"cost ({_ms(result['costs']['task_s'])} ms)" if result.get("costs") else "")
     out.append((f"Plan.simulate: causal prefill n = 1M, H = H_kv = 32, d = 128, float32, zigzag, "
-                f"{SIM_LATENCY_S * 1e6:.0f} µs latency",
+                f"{SIM_LATENCY_S * 1e6:.0f} µs latency{fixed}, the client at the link's rate",
                 ["nodes", "node", "link", "predicted s", "ideal s", "efficiency",
                  "transfers hidden"],
                 [[str(r["nodes"]), f"{r['node']} ({r['node_flops'] / 1e9:.0f} GFLOP/s)",
                   r["link"], f"{r['seconds']:.1f}", f"{r['ideal_s']:.1f}",
                   f"{r['efficiency']:.0%}", "yes" if r["hidden"] else "no"] for r in sims]))
+    if result.get("decode_paper"):
+        rows = result["decode_paper"]
+        out.append((f"decode_step_time: one decode step over a {SIM_CACHE_TOKENS / 1e6:.0f}M-token "
+                    f"float16 cache (H_kv = 8, d = 128, one layer), this node's read rate "
+                    f"({rows[0]['read_bytes_per_s'] / 1e9:.1f} GB/s) and round trip",
+                    ["nodes", "step ms", "of which the round trip ms"],
+                    [[str(r["nodes"]), _ms(r["step_s"]), _ms(r["round_trip_s"])]
+                     for r in rows]))
     return out
 
 

@@ -108,30 +108,50 @@ def _owners(layout: str, chunks: int, workers: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Simulation:
-    """What :meth:`Plan.simulate` predicts: the time of each ring step (the
-    key chunks that came from the worker s places behind, s = 0 the worker's
-    own) as the slower of its compute and of the transfer of the next step's
-    K/V, which runs under it; and the whole against a perfectly balanced,
-    communication-free run on the same workers."""
-    steps: tuple[tuple[float, float, float], ...]  # (compute s, transfer s, time s) per step
-    time_s: float
+    """What :meth:`Plan.simulate` predicts, phase by phase as the executor
+    (:func:`attncore.distributed.attention`) runs them:
+
+    ``place_s``   the client scatters each worker's q, k, v chunks, one worker
+                  after another (a round trip and the bytes, each);
+    ``copies_s``  each worker makes its own copy of every K/V chunk another
+                  worker reads (one round of tasks, waited for);
+    ``pairs_s``   the slowest worker, which runs its pairs one at a time as
+                  their K/V are there: its own chunks at once, the others'
+                  as they arrive one after another over the link (Dask runs a
+                  task when its inputs are in), each task with its fixed cost
+                  (``workers``: per worker ``(compute s, transfer s, waiting
+                  s, tasks s, busy s)``, waiting: idle for a chunk);
+    ``gather_s``  the merged outputs back to the client;
+
+    and the whole against a perfectly balanced run of the same FLOPs without
+    any of these costs (``ideal_s``) and one worker's compute (``serial_s``)."""
+    place_s: float
+    copies_s: float
+    pairs_s: float
+    gather_s: float
+    workers: tuple[tuple[float, float, float, float, float], ...]
     ideal_s: float
     serial_s: float
 
     @property
+    def time_s(self) -> float:
+        return self.place_s + self.copies_s + self.pairs_s + self.gather_s
+
+    @property
     def efficiency(self) -> float:
-        """ideal / predicted: 1 when the work is balanced and every transfer hides."""
+        """ideal / predicted: 1 when the work is balanced, every transfer hides
+        and nothing costs but the arithmetic."""
         return self.ideal_s / self.time_s if self.time_s else 1.0
 
     @property
     def speedup(self) -> float:
-        """One worker's time / the predicted time."""
+        """One worker's compute / the predicted time."""
         return self.serial_s / self.time_s if self.time_s else 1.0
 
     @property
     def hidden(self) -> bool:
-        """Does every transfer hide behind the compute of the step before it?"""
-        return all(self.steps[s + 1][1] <= self.steps[s][0] for s in range(len(self.steps) - 1))
+        """Does every transfer hide: no worker ever waits for a K/V chunk?"""
+        return all(waiting == 0 for _, _, waiting, _, _ in self.workers)
 
 
 @dataclass(frozen=True)
@@ -226,45 +246,59 @@ class Plan:
             per.append(held)
         return per
 
-    def step_of(self, pair: tuple[int, int]) -> int:
-        """The ring step of a pair: how many places behind the query owner the key owner is."""
-        i, j = pair
-        return (self.owner[i] - self.owner[j]) % self.workers
-
     def simulate(self, flops_per_s: float, link_bytes_per_s: float, latency_s: float = 0.0,
-                 read_bytes_per_s: float | None = None) -> Simulation:
-        """Predict the time of the plan on workers of ``flops_per_s`` attention
-        FLOP/s each (``attncore bench``'s measured prefill rate), linked at
-        ``link_bytes_per_s`` with ``latency_s`` per message (see :func:`ping`).
-
-        The pairs of each worker run in ring steps: step s computes against the
-        key chunks of the worker s places behind, while the chunks of step s+1
-        arrive.  A step takes the slowest worker's ``max(compute, next transfer)``;
-        a pair's compute is ``max(flops / flops_per_s, bytes read /
-        read_bytes_per_s)`` (the roofline; reads ignored if no rate is given).
-        """
+                 read_bytes_per_s: float | None = None, *, round_trip_s: float = 0.0,
+                 task_s: float = 0.0, client_bytes_per_s: float | None = None) -> Simulation:
+        """Predict the time of the plan as the executor runs it, on workers of
+        ``flops_per_s`` attention FLOP/s each (one thread's rate in a worker
+        process, as ``attncore bench --distributed`` measures it), linked at
+        ``link_bytes_per_s`` with ``latency_s`` per message (see :func:`ping`);
+        ``round_trip_s``: a task submitted and waited for from the client (the
+        empty call); ``task_s``: a task's fixed cost on its worker;
+        ``client_bytes_per_s``: the client's scatter and gather rate (default:
+        as fast as the link).  A pair's compute is ``max(flops / flops_per_s,
+        bytes read / read_bytes_per_s)`` (the roofline; reads ignored if no rate
+        is given).  The phases are :class:`Simulation`'s."""
         P = self.workers
-        compute = np.zeros((P, P))
-        transfer = np.zeros((P, P))
+        client = client_bytes_per_s or link_bytes_per_s
         flops = 2 * (self.head_dim + self.value_dim)
+        compute: dict[tuple[int, int], float] = {}
         for (i, j), cells in zip(self.pairs, self.cells):
-            w, s = self.owner[i], self.step_of((i, j))
             t = flops * cells / flops_per_s
             if read_bytes_per_s:
                 t = max(t, (self.q_bytes(i) + self.kv_bytes(j)) / read_bytes_per_s)
-            compute[w, s] += t
+            compute[i, j] = t
+        merged = {i for i, _ in self.pairs}
+        readers: dict[int, set[int]] = {}
+        for i, j in self.pairs:
+            readers.setdefault(j, set()).add(self.owner[i])
+        own_copies = [0] * P
+        for j in readers:  # the owner's copy of k and of v (kv_where_needed)
+            own_copies[self.owner[j]] += 2
+        place = sum(round_trip_s + sum(self.q_bytes(c) + self.kv_bytes(c) for c in range(
+            self.chunks) if self.owner[c] == w) / client for w in sorted(set(self.owner)))
+        copies = round_trip_s + max(own_copies) * task_s
+        workers = []
         for w in range(P):
-            for j in self.fetched(w):
-                transfer[w, (w - self.owner[j]) % P] += self.kv_bytes(j) / link_bytes_per_s
-            transfer[w, 1:] += np.where(transfer[w, 1:] > 0, latency_s, 0.0)
-        steps = []
-        for s in range(P):
-            c = float(compute[:, s].max())
-            nxt = float(transfer[:, s + 1].max()) if s + 1 < P else 0.0
-            steps.append((c, float(transfer[:, s].max()), max(c, nxt)))
-        total_flops = flops * sum(self.cells)
-        serial = total_flops / flops_per_s
-        return Simulation(tuple(steps), sum(t for *_, t in steps), serial / P, serial)
+            arrive, t = {}, latency_s
+            for j in self.fetched(w):  # one after another over the link
+                t += self.kv_bytes(j) / link_bytes_per_s
+                arrive[j] = t
+            clock = waiting = 0.0
+            pairs = sorted(self.pairs_of(w), key=lambda pair: arrive.get(pair[1], 0.0))
+            for pair in pairs:
+                start = max(clock, arrive.get(pair[1], 0.0))
+                waiting += start - clock
+                clock = start + compute[pair] + task_s
+            n_tasks = len(pairs) + 2 * len(arrive) + sum(1 for i in merged if self.owner[i] == w)
+            busy = clock + (n_tasks - len(pairs)) * task_s
+            workers.append((sum(compute[p] for p in pairs), max(arrive.values(), default=0.0),
+                            waiting, n_tasks * task_s, busy))
+        gather = (round_trip_s + sum(self.out_bytes(i) for i in merged) / client) if merged \
+            else 0.0
+        serial = flops * sum(self.cells) / flops_per_s
+        return Simulation(place, copies, max(b for *_, b in workers), gather, tuple(workers),
+                          serial / P, serial)
 
     def table(self) -> list[dict]:
         """One row per worker: chunks, pairs, FLOPs, bytes in, peak bytes."""
