@@ -605,6 +605,29 @@ def _kill_when(client, victim: str, pred, seconds: float = 60) -> float:
     return time.monotonic()
 
 
+def _in_thread(fn) -> tuple[threading.Thread, dict]:
+    """fn() run in a thread; the dict gets its "error" and the monotonic time "at"
+    it was raised (fn may fill in more)."""
+    result: dict = {}
+
+    def run():
+        try:
+            fn(result)
+        except Exception as e:  # noqa: BLE001 - the test inspects it
+            result["error"], result["at"] = e, time.monotonic()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, result
+
+
+def _assert_a_prompt_worker_lost_error(t, result: dict, killed: float, what: str) -> None:
+    t.join(60)
+    assert not t.is_alive(), f"{what} hung after a worker died"
+    assert isinstance(result.get("error"), ad.WorkerLostError), repr(result)
+    assert result["at"] - killed < 10, "a prompt error, not a timeout"
+
+
 def test_a_worker_killed_during_the_merges_gives_a_worker_lost_error(rng):
     """The merges made slow on the victim (2 s each), so that it dies in one."""
     cluster, client = _cluster()
@@ -624,21 +647,10 @@ def test_a_worker_killed_during_the_merges_gives_a_worker_lost_error(rng):
 
         client.run(slow_merges, workers=[victim])
         q, k, v = _qkv(rng, B=1, H=2, Hkv=2, n=512, m=512)
-        result = {}
-
-        def run():
-            try:
-                result["out"] = ad.attention(q, k, v, client=client, workers=2)
-            except Exception as e:  # noqa: BLE001 - the test inspects it
-                result["error"], result["at"] = e, time.monotonic()
-
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
+        t, result = _in_thread(lambda r: r.update(
+            out=ad.attention(q, k, v, client=client, workers=2)))
         killed = _kill_when(client, victim, lambda keys: any("merged" in str(key) for key in keys))
-        t.join(60)
-        assert not t.is_alive(), "attncore.distributed.attention hung after a worker died"
-        assert isinstance(result.get("error"), ad.WorkerLostError), repr(result)
-        assert result["at"] - killed < 10, "a prompt error, not a timeout"
+        _assert_a_prompt_worker_lost_error(t, result, killed, "attncore.distributed.attention")
     finally:
         client.close()
         cluster.close()
@@ -654,27 +666,20 @@ def test_a_worker_killed_during_a_decode_step_gives_a_worker_lost_error(rng):
             cache.append(k, k)
             q = rng.standard_normal((32, 1, 64)).astype(np.float32)
             cache.attend(q)
-            result = {"steps": 0}
 
-            def run():
-                try:
-                    while True:
-                        cache.attend(q)
-                        result["steps"] += 1
-                except Exception as e:  # noqa: BLE001 - the test inspects it
-                    result["error"], result["at"] = e, time.monotonic()
+            def steps(result):
+                result["steps"] = 0
+                while True:
+                    cache.attend(q)
+                    result["steps"] += 1
 
-            t = threading.Thread(target=run, daemon=True)
-            t.start()
-            assert _until(lambda: result["steps"] >= 3, 30)
+            t, result = _in_thread(steps)
+            assert _until(lambda: result.get("steps", 0) >= 3, 30)
             victim = cache.addrs[1]
             pid = client.run(os.getpid, workers=[victim])[victim]
             os.kill(pid, signal.SIGKILL)
             killed = time.monotonic()
-            t.join(60)
-            assert not t.is_alive(), "KVCache.attend hung after a worker died"
-            assert isinstance(result.get("error"), ad.WorkerLostError), repr(result)
-            assert result["at"] - killed < 10, "a prompt error, not a timeout"
+            _assert_a_prompt_worker_lost_error(t, result, killed, "KVCache.attend")
     finally:
         client.close()
         cluster.close()

@@ -236,8 +236,8 @@ def _costs(client, addrs, result: dict, *, d: int, heads: int) -> dict:
     """The executor's constants on this cluster, as Plan.simulate takes them."""
     from attncore.distributed import _worker as W
 
-    rate = client.submit(W.attention_rate, 2048, heads, d, True, workers=[addrs[0]],
-                         pure=False).result()
+    rate = _flops(2048, heads, d, True) / client.submit(
+        W.attention_seconds, 2048, heads, d, True, workers=[addrs[0]], pure=False).result()
     blob = np.zeros(16 << 20, np.uint8)
 
     def scatter():

@@ -723,7 +723,6 @@ class KVCache:
         self.kv_heads, self.head_dim = local.kv_heads, local.head_dim
         self.value_dim, self.batch, self.dtype = local.value_dim, local.batch, local.dtype
         run = _Run(client, self.addrs, "kvcache")
-        self.id = run.prefix
         self._lengths = [0] * shards
         self._lock = threading.Lock()
         self._closed = False

@@ -96,22 +96,16 @@ def nothing(*_args) -> None:
     return None
 
 
-def attention_rate(n: int, heads: int, d: int, causal: bool, repeats: int = 3) -> float:
-    """This worker's attention FLOP/s on its own threads: the best of
-    ``repeats`` calls of attncore.attention on inputs made here."""
-    import time
+def attention_seconds(n: int, heads: int, d: int, causal: bool) -> float:
+    """The best time of attncore.attention on this worker's own threads, on
+    inputs made here (attncore.bench's timer)."""
+    from attncore.bench.timing import best_time
 
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
     with _one_call:
         _use_worker_threads()
-        best = float("inf")
-        for _ in range(repeats + 1):  # the first warms up
-            t0 = time.perf_counter()
-            attncore.attention(q, k, v, causal=causal)
-            best = min(best, time.perf_counter() - t0)
-    pairs = n * (n + 1) // 2 if causal else n * n
-    return 4 * d * heads * pairs / best
+        return best_time(lambda: attncore.attention(q, k, v, causal=causal))
 
 
 def nbytes(a: np.ndarray) -> int:

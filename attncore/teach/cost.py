@@ -328,8 +328,8 @@ def regimes(n_prefill=2048, m_decode=16384, heads=8, d=128, quick=True, precisio
         inputs = bench.make_inputs(case)
         seconds = _best_time(bench.runner("attncore-flash", case, inputs))
         ai = case.flops / case.bytes("attncore-flash")
-        compute = dot if (name, precision, dot is not None) == ("prefill", "bfloat16", True) \
-            else roofs["fma_gflops"]
+        bf16_prefill = name == "prefill" and precision == "bfloat16"
+        compute = dot if bf16_prefill and dot is not None else roofs["fma_gflops"]
         rows.append({"regime": name, "precision": precision, "n": case.n, "m": case.m,
                      "intensity": ai, "gflops": case.flops / seconds / 1e9,
                      "gbs": case.bytes("attncore-flash") / seconds / 1e9,
