@@ -325,7 +325,9 @@ def test_bench_distributed_on_a_local_cluster(tmp_path):
     assert costs["round_trip_s"] > 0 and costs["task_s"] >= 0
     assert [r["n"] for r in result["predict"]] == [2048, 4096]
     for r in result["predict"]:
-        assert r["measured_s"] > 0
+        assert r["measured_s"] > 0 and r["rounds"] == 3 and r["worker_flops"] > 0
+        assert r["ratio_min"] <= r["ratio"] == pytest.approx(r["predicted_s"] / r["measured_s"])
+        assert r["ratio"] <= r["ratio_max"]
         assert r["predicted_s"] == pytest.approx(r["place_s"] + r["copies_s"] + r["pairs_s"]
                                                  + r["gather_s"])
     assert [r["nodes"] for r in result["decode_paper"]] == [1, 16]

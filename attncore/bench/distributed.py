@@ -13,10 +13,11 @@ ADDRESS``), next to what its plan predicts.
     decode   a sharded KVCache's step time against tokens per shard, the empty
              call's round trip shown apart
     costs    the executor's constants on this cluster: a worker's attention
-             rate, the client's scatter rate, a task's fixed cost, the empty
+             rate (every worker computing at once), the client's scatter rate, a task's fixed cost, the empty
              call's round trip (and the link, by ping)
     predict  Plan.simulate with those constants against the measured time
-             of a causal prefill, n = 8192 and 16384 (quick: 2048 and 4096)
+             of a causal prefill, n = 8192 and 16384 (quick: 2048 and 4096),
+             in paired rounds (the workers' rate measured before each call)
     simulate Plan.simulate at n = 1M on 16 and 64 nodes, 10 and 100 Gb/s links,
              with this cluster's fixed costs; and a decode step of a 10M-token
              cache on 16 nodes
@@ -176,18 +177,9 @@ def run(*, scheduler: str | None = None, workers: int | None = None, quick: bool
         progress("the executor's costs, and Plan.simulate against the measured time")
         costs = _costs(client, addrs, result, d=d, heads=H)
         result["costs"] = costs
-        predict = []
-        for nn in ((2048, 4096) if quick else (8192, 16384)):
-            q, k, v = _inputs(rng, nn, H, H, d)
-            pl = ad.plan(nn, nn, P, causal=True, heads=H, head_dim=d)
-            sim = pl.simulate(**_sim_args(costs))
-            fn = lambda: ad.attention(q, k, v, client=client, causal=True, workers=P)  # noqa: E731
-            fn()
-            t = best_of({"t": fn}, **reps)["t"]
-            predict.append(dict(n=nn, P=P, measured_s=t, predicted_s=sim.time_s,
-                                place_s=sim.place_s, copies_s=sim.copies_s,
-                                pairs_s=sim.pairs_s, gather_s=sim.gather_s))
-        result["predict"] = predict
+        result["predict"] = [_predict(client, addrs, costs, nn, heads=H, d=d, rng=rng,
+                                      rounds=3 if quick else 5)
+                             for nn in ((2048, 4096) if quick else (8192, 16384))]
         result["simulate"] = simulate(result["node_gflops"] * 1e9, costs)
         from attncore.bench import measure_roofs
 
@@ -232,12 +224,22 @@ def _empty_call(client, addr) -> float:
     return best_of({"call": call}, min_time=0.3, min_rounds=5, max_rounds=50)["call"]
 
 
+def _worker_rate(client, addrs, *, d: int, heads: int, min_time: float = 0.3) -> float:
+    """A worker's attention rate (FLOP/s of a causal n = 2048 call on its
+    thread) while every worker computes at once, as they do in a call: the
+    slowest worker's, since a balanced plan waits for it."""
+    from attncore.distributed import _worker as W
+
+    fs = [client.submit(W.attention_seconds, 2048, heads, d, True, min_time, workers=[a],
+                        pure=False) for a in addrs]
+    return _flops(2048, heads, d, True) / max(client.gather(fs))
+
+
 def _costs(client, addrs, result: dict, *, d: int, heads: int) -> dict:
     """The executor's constants on this cluster, as Plan.simulate takes them."""
     from attncore.distributed import _worker as W
 
-    rate = _flops(2048, heads, d, True) / client.submit(
-        W.attention_seconds, 2048, heads, d, True, workers=[addrs[0]], pure=False).result()
+    rate = _worker_rate(client, addrs, d=d, heads=heads)
     blob = np.zeros(16 << 20, np.uint8)
 
     def scatter():
@@ -260,6 +262,35 @@ def _costs(client, addrs, result: dict, *, d: int, heads: int) -> dict:
                 round_trip_s=round_trip, task_s=max(0.0, (many - round_trip) / (batch - 1)),
                 link_bytes_per_s=link.get("bytes_per_s", math.inf),
                 latency_s=link.get("latency_s", 0.0))
+
+
+def _predict(client, addrs, costs: dict, n: int, *, heads: int, d: int, rng,
+             rounds: int) -> dict:
+    """Plan.simulate against the measured time of a causal prefill of n
+    tokens on every worker, in paired rounds: each round measures the
+    workers' rate (:func:`_worker_rate`) and then times one call, and
+    predicts that call from that rate and the other measured costs, so that
+    the machine's drift (its speed moves a lot from minute to minute) falls on
+    both alike.  The median round's figures, and the spread of the ratio."""
+    P = len(addrs)
+    q, k, v = _inputs(rng, n, heads, heads, d)
+    pl = ad.plan(n, n, P, causal=True, heads=heads, head_dim=d)
+    fn = lambda: ad.attention(q, k, v, client=client, causal=True, workers=P)  # noqa: E731
+    fn()
+    rows = []
+    for _ in range(rounds):
+        rate = _worker_rate(client, addrs, d=d, heads=heads, min_time=0.1)
+        sim = pl.simulate(**_sim_args(dict(costs, worker_flops=rate)))
+        t0 = time.perf_counter()
+        fn()
+        t = time.perf_counter() - t0
+        rows.append(dict(n=n, P=P, measured_s=t, predicted_s=sim.time_s, worker_flops=rate,
+                         place_s=sim.place_s, copies_s=sim.copies_s, pairs_s=sim.pairs_s,
+                         gather_s=sim.gather_s, ratio=sim.time_s / t))
+    rows.sort(key=lambda r: r["ratio"])
+    row = dict(rows[len(rows) // 2])
+    row.update(rounds=rounds, ratio_min=rows[0]["ratio"], ratio_max=rows[-1]["ratio"])
+    return row
 
 
 def _sim_args(costs: dict) -> dict:
@@ -345,10 +376,13 @@ def tables(result: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                     f"{c['client_bytes_per_s'] / 1e9:.2f} GB/s, a round trip "
                     f"{_ms(c['round_trip_s'])} ms, a task {_ms(c['task_s'])} ms, the link "
                     f"{c['link_bytes_per_s'] / 1e9:.2f} GB/s",
-                    ["n", "workers", "measured ms", "predicted ms", "predicted ÷ measured",
+                    ["n", "workers", "rounds", "measured ms", "predicted ms",
+                     "predicted ÷ measured, median (min–max)", "worker GFLOP/s",
                      "place / copies / pairs / gather ms"],
-                    [[str(r["n"]), str(r["P"]), _ms(r["measured_s"]), _ms(r["predicted_s"]),
-                      f"{r['predicted_s'] / r['measured_s']:.2f}",
+                    [[str(r["n"]), str(r["P"]), str(r["rounds"]), _ms(r["measured_s"]),
+                      _ms(r["predicted_s"]),
+                      f"{r['ratio']:.2f} ({r['ratio_min']:.2f}–{r['ratio_max']:.2f})",
+                      f"{r['worker_flops'] / 1e9:.1f}",
                       " / ".join(_ms(r[k]) for k in ("place_s", "copies_s", "pairs_s",
                                                      "gather_s"))]
                      for r in result["predict"]]))

@@ -3,8 +3,10 @@ the query chunk's owner (only K/V move), merges and sums where the data lies."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import math
+import pickle
 import threading
 import time
 import uuid
@@ -659,30 +661,37 @@ def _whole_dbias(run: _Run, pl: Plan, sc: Scores, futures: dict, lead: tuple, dt
 
 # --- the sharded KV cache --------------------------------------------------
 
+async def _settled(futures: list) -> list:
+    """Every actor future's result, or its exception, in order."""
+    return await asyncio.gather(*futures, return_exceptions=True)
+
+
 def _actor_results(client, calls: list[tuple[Any, str]], what: str) -> list:
     """The results of actor calls [(ActorFuture, its worker's address)], in
     order: ``(True, value)`` or ``(False, exception)`` for a call that raised.
-    Waits on each in slices of 0.5 s, asking the scheduler between them
-    whether the call's worker is still there (a call to a worker that has
-    died would wait for ever): if not, WorkerLostError."""
-    got = []
-    for fut, addr in calls:
-        while True:
-            try:
-                got.append((True, fut.result(timeout=0.5)))
-                break
-            except TimeoutError as e:
-                _forget_frames(e)
-                if addr not in alive_workers(client):
+    All are awaited at once on the client's event loop (one hand-over from
+    this thread to it and back, not one a call), in slices of 0.5 s, asking the scheduler between
+    them whether each unfinished call's worker is still there (a call to a
+    worker that has died would wait for ever): if not, WorkerLostError."""
+    futures = [fut for fut, _ in calls]
+    while True:
+        try:
+            outs = client.sync(_settled, futures, callback_timeout=0.5)
+            break
+        except TimeoutError as e:
+            _forget_frames(e)
+            alive = alive_workers(client)
+            for fut, addr in calls:
+                if not fut.done() and addr not in alive:
                     raise WorkerLostError(f"{what}: worker {addr} left the cluster with its "
                                           f"shard of the cache") from None
-            except OSError as e:  # "Unable to contact Actor's worker"
-                _forget_frames(e)
-                raise WorkerLostError(f"{what}: worker {addr} cannot be reached ({e})") from None
-            except Exception as e:  # noqa: BLE001 - the shard's own error, raised by the caller
-                _forget_frames(e)
-                got.append((False, e))
-                break
+    got = []
+    for (_, addr), out in zip(calls, outs):
+        if isinstance(out, BaseException):
+            _forget_frames(out)
+        if isinstance(out, OSError):  # "Unable to contact Actor's worker"
+            raise WorkerLostError(f"{what}: worker {addr} cannot be reached ({out})") from None
+        got.append((not isinstance(out, BaseException), out))
     return got
 
 
@@ -813,14 +822,15 @@ class KVCache:
                     cuts = {name: cut(a, 0, n, start, start + length)
                             for name, a in (("mask", sc.mask), ("bias", sc.bias))
                             if a is not None}
-                    calls.append((self._actors[s].attend(q, length, start, geo, **cuts),
+                    packed = pickle.dumps((q, length, start, geo, cuts), protocol=5)
+                    calls.append((self._actors[s].attend(packed),
                                   self.addrs[s]))
                 start += length
             got = _actor_results(self.client, calls, "KVCache.attend")
         for ok, value in got:
             if not ok:
                 raise value
-        o, lse = merge_all([value for _, value in got])
+        o, lse = merge_all([pickle.loads(value) for _, value in got])
         o, lse = _fold_sinks(o, lse, sc.sinks)
         return (o, lse) if return_lse else o
 
