@@ -317,7 +317,7 @@ def test_bench_distributed_on_a_local_cluster(tmp_path):
     assert {r["layout"] for r in result["layouts"]} == {"zigzag", "contiguous"}
     assert len(result["bytes"]) == 6
     assert all(r["measured"] == r["predicted"] > 0 and r["complete"] for r in result["bytes"])
-    assert all(r["step_s"] > 0 for r in result["decode"])
+    assert all(r["step_s"] > 0 and r["floor_s"] > 0 for r in result["decode"])
     sims = {(r["nodes"], r["node"], r["link"]) for r in result["simulate"]}
     assert {(16, "3 TFLOP/s node", "10 Gb/s"), (64, "this node", "100 Gb/s")} <= sims
     costs = result["costs"]

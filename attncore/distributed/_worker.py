@@ -150,6 +150,10 @@ class Shard:
         self.cache.append(k, v)
         return len(self.cache)
 
+    def nothing(self) -> None:
+        """An empty call: a decode step's floor, the round trip to the actor."""
+        return None
+
     def attend(self, packed: bytes) -> bytes:
         """:meth:`attend_block` of the pickled ``(q, length, ka, geo, cuts)``,
         its result pickled: a step's arguments and its result cross as one
