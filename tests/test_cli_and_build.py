@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import attncore
 from attncore import cli
@@ -113,3 +114,23 @@ def test_the_suite_runs_on_the_numpy_floor_in_ci():
     if os.environ.get("ATTNCORE_NUMPY_FLOOR"):
         assert os.environ["ATTNCORE_NUMPY_FLOOR"] == floor
         assert np.__version__.startswith(floor + "."), np.__version__
+
+
+@pytest.mark.slow
+def test_the_kernel_timing_tool_builds_and_times_each_isa():
+    """tools/kernel-timing.sh compiles against the core's own kernel table, whose
+    signatures change with the kernels (a soft-cap argument once broke it
+    unnoticed): it must build, and time a tile on every x86 ISA this CPU runs."""
+    import platform
+    import re
+    import shutil
+
+    if shutil.which("gcc") is None or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the tool times the x86 kernels with gcc")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run(["bash", os.path.join(root, "tools", "kernel-timing.sh"), "16", "16", "16",
+                        "64"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for isa in attncore.info()["isa_available"]:
+        assert re.search(rf"^{isa}\s+roof\s+[\d.]+ GFLOP/s .*tile\s+\d+% of roof", r.stdout,
+                         re.M), r.stdout

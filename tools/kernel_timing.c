@@ -58,7 +58,7 @@ static void one_isa(const char *isa, int bq, int bk, int d, int n) {
         t0 = now();
         for (int r = 0; r < reps; r++) {
             for (int i = 0; i < bq; i++) rmax[i] = -INFINITY;
-            kern->f32.qk(bq, bk, d, q, d, kp, bk, 0.125f, s, bk, rmax);
+            kern->f32.qk(bq, bk, d, q, d, kp, bk, 0.125f, 0.0f, s, bk, rmax);
         }
         t1 = now();
         for (int r = 0; r < reps; r++)
@@ -73,7 +73,7 @@ static void one_isa(const char *isa, int bq, int bk, int d, int n) {
         for (int prefetch = 0; prefetch < 2; prefetch++) {
             for (int64_t j = 0; j < nkb; j++) {
                 for (int i = 0; i < bq; i++) rmax[i] = -INFINITY;
-                kern->f32.qk(bq, bk, d, q, d, kp + j * d * ldkt, bk, 0.125f, s, bk, rmax);
+                kern->f32.qk(bq, bk, d, q, d, kp + j * d * ldkt, bk, 0.125f, 0.0f, s, bk, rmax);
                 const int64_t jn = j + 1 < nkb ? j + 1 : j;
                 const ac_ahead_block next = {(const char *)(kp + jn * d * ldkt),
                                              d * ldkt * (int64_t)sizeof(float),
