@@ -69,20 +69,36 @@ static inline __attribute__((always_inline)) void FN(qkd_keys)(
             for (int i = 0; i < rows; i++) acc[u][i] = V_FMA(qv[i], kv, acc[u][i]);
         }
     }
-    /* each accumulator summed across its vector: eight at once where the ISA
-     * has a transposing reduction (V_HSUM8), else one by one */
+    /* each accumulator summed across its vector: sixteen or eight at once
+     * where the ISA has a transposing reduction (V_HSUM16, V_HSUM8), else
+     * one by one */
     real sum[8][4];
+    int summed = 0;
+#if defined(V_HSUM16) || defined(V_HSUM8)
+    if (0
+#ifdef V_HSUM16
+        || keys * rows == 16
+#endif
 #ifdef V_HSUM8
-    if (keys * rows == 8) {
-        VT flat[8];
-        real out[8];
+        || keys * rows == 8
+#endif
+    ) {
+        VT flat[16];
+        real out[16];
         for (int u = 0; u < keys; u++)
             for (int i = 0; i < rows; i++) flat[u * rows + i] = acc[u][i];
-        V_HSUM8(flat, out);
+#ifdef V_HSUM16
+        if (keys * rows == 16) V_HSUM16(flat, out);
+#endif
+#ifdef V_HSUM8
+        if (keys * rows == 8) V_HSUM8(flat, out);
+#endif
         for (int u = 0; u < keys; u++)
             for (int i = 0; i < rows; i++) sum[u][i] = out[u * rows + i];
-    } else
+        summed = 1;
+    }
 #endif
+    if (!summed)
         for (int u = 0; u < keys; u++)
             for (int i = 0; i < rows; i++) sum[u][i] = V_HSUM(acc[u][i]);
     for (int u = 0; u < keys; u++)

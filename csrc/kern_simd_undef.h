@@ -23,6 +23,7 @@
 #undef V_HMAX
 #undef V_HSUM
 #undef V_HSUM8
+#undef V_HSUM16
 #undef VN_T
 #undef VN_INIT
 #undef VN_ACC

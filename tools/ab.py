@@ -1,7 +1,7 @@
 """Paired A/B timing of two builds of attncore, per instruction set.
 
 A refactor of the core must leave its speed alone.  This times a fixed set of
-calls (prefill, causal prefill, decode with a float32 and a float16 cache,
+calls (prefill, causal prefill, decode with a float32, a float16 and an int8 cache,
 backward, naive) in two checkouts, each with its extension built in place:
 
     python tools/ab.py /path/to/base [/path/to/new] [--isa avx2 avx512] [--rounds 7]
@@ -43,11 +43,18 @@ bwd = qkv(1, 8, 8, 512, 512, 64)
 out, lse = attncore.attention(*bwd, causal=True, return_lse=True)
 dout = np.ones_like(out)
 nv = qkv(1, 8, 8, 512, 512, 64)
+def int8_cache(Hkv):
+    cache = attncore.KVCache(Hkv, 128, batch=(1,), dtype="int8")
+    cache.append(*qkv(1, Hkv, Hkv, 1, 8192, 128)[1:])
+    return cache
+i8 = {Hkv: int8_cache(Hkv) for Hkv in (8, 32)}
 cases = {
     "prefill n=1024": lambda: attncore.attention(*pre),
     "prefill n=1024 causal": lambda: attncore.attention(*pre, causal=True),
     "decode m=8192 GQA 32/8 f32": lambda: attncore.attention(*dec),
     "decode m=8192 GQA 32/8 f16": lambda: attncore.attention(*dec16),
+    "decode m=8192 GQA 32/8 int8": lambda: i8[8].attend(dec[0]),
+    "decode m=8192 MHA 32/32 int8": lambda: i8[32].attend(dec[0]),
     "backward n=512 causal": lambda: attncore.attention_backward(*bwd, out, lse, dout, causal=True),
     "naive n=512": lambda: attncore.attention(*nv, method="naive"),
 }
