@@ -41,6 +41,38 @@ def test_stored_without_outputs(path):
             assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
+def _execute(nbclient, nb, cwd) -> None:
+    """Run nb in a kernel that talks over Unix sockets (where it can): a kernel
+    on TCP takes ports that were free when they were picked, and a process
+    beside it (another test's kernel or Dask cluster, under pytest-xdist) can
+    take one first; the kernel then never answers, and the client waits a
+    minute before it restarts it (once, 04-trace took 121 s here, 6 s alone)."""
+    import shutil
+    import sys
+    import tempfile
+
+    from jupyter_client import KernelManager
+
+    sockets = None
+    if sys.platform == "win32":
+        km = KernelManager(kernel_name="python3")
+    else:  # a short path: a Unix socket's is limited to about 100 bytes
+        sockets = tempfile.mkdtemp(prefix="ack")
+        km = KernelManager(kernel_name="python3", transport="ipc",
+                           ip=os.path.join(sockets, "k"))
+    client = nbclient.NotebookClient(nb, km=km, timeout=120, startup_timeout=120,
+                                     resources={"metadata": {"path": str(cwd)}})
+    try:
+        client.execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+        if sockets:
+            shutil.rmtree(sockets, ignore_errors=True)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_runs_top_to_bottom(path, tmp_path):
     nbformat = pytest.importorskip("nbformat")
@@ -49,8 +81,7 @@ def test_runs_top_to_bottom(path, tmp_path):
     pytest.importorskip("ipywidgets")
     pytest.importorskip("matplotlib")
     nb = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(nb, timeout=120, startup_timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _execute(nbclient, nb, tmp_path)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors, errors
