@@ -13,8 +13,9 @@ ADDRESS``), next to what its plan predicts.
     decode   a sharded KVCache's step time against tokens per shard, beside
              an empty call to the shards' actors (the step's round trip)
     costs    the executor's constants on this cluster: a worker's attention
-             rate (every worker computing at once), the client's scatter rate, a task's fixed cost, the empty
-             call's round trip (and the link, by ping)
+             rate (every worker computing at once), the client's scatter rate,
+             a task's fixed cost, the empty call's round trip (and the link,
+             by ping)
     predict  Plan.simulate with those constants against the measured time
              of a causal prefill, n = 8192 and 16384 (quick: 2048 and 4096),
              in paired rounds (the workers' rate measured before each call)

@@ -670,9 +670,10 @@ def _actor_results(client, calls: list[tuple[Any, str]], what: str) -> list:
     """The results of actor calls [(ActorFuture, its worker's address)], in
     order: ``(True, value)`` or ``(False, exception)`` for a call that raised.
     All are awaited at once on the client's event loop (one hand-over from
-    this thread to it and back, not one a call), in slices of 0.5 s, asking the scheduler between
-    them whether each unfinished call's worker is still there (a call to a
-    worker that has died would wait for ever): if not, WorkerLostError."""
+    this thread to it and back, not one a call), in slices of 0.5 s, asking
+    the scheduler between them whether each unfinished call's worker is
+    still there (a call to a worker that has died would wait for ever): if
+    not, WorkerLostError."""
     futures = [fut for fut, _ in calls]
     while True:
         try:
