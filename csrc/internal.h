@@ -178,24 +178,23 @@ typedef struct {
 int ac_cpu_has_f16c(void);
 #endif
 
-/* IEEE half -> float, exactly (subnormals, inf and NaN included). */
+/* IEEE half -> float, exactly (subnormals, inf and NaN included), without
+ * branches, so that a loop of conversions vectorises (the scalar kernels
+ * widen float16 rows so).  A normal half is its bits moved into place with
+ * the exponent rebiased (15 -> 127); inf and NaN rebias to float's all-ones
+ * exponent; zero and the subnormals are their mantissa times 2^-24, an
+ * integer's conversion and a power of two, both exact (no subnormal float is
+ * formed, so a denormals-are-zero mode cannot change it).  The same bits as
+ * the case-by-case conversion for all 65536 halves. */
 static inline float ac_half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0x1f) { /* inf or NaN */
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp != 0) { /* normal */
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) { /* zero */
-        bits = sign;
-    } else { /* subnormal: normalise */
-        int shift = 0;
-        while (!(man & 0x400u)) {
-            man <<= 1;
-            shift++;
-        }
-        bits = sign | ((uint32_t)(113 - shift) << 23) | ((man & 0x3ffu) << 13);
-    }
+    const uint32_t em = h & 0x7fffu, sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t special = 0u - (uint32_t)(em >= 0x7c00u); /* masks, not branches */
+    const uint32_t small = 0u - (uint32_t)(em < 0x400u);
+    const uint32_t normal = (em << 13) + (112u << 23) + (special & (112u << 23));
+    const float tiny = (float)(int32_t)em * 0x1p-24f;
+    uint32_t tiny_bits;
+    __builtin_memcpy(&tiny_bits, &tiny, sizeof tiny_bits);
+    const uint32_t bits = (tiny_bits & small) | (normal & ~small) | sign;
     float f;
     __builtin_memcpy(&f, &bits, sizeof f);
     return f;

@@ -45,6 +45,7 @@
 /* ---- float16 K/V, float32 arithmetic: the loaders only ---- */
 #define real float
 #define kvreal uint16_t
+#define KV_WIDENS 1 /* kern_scalar_kv.h: rows converted into a buffer, then used */
 #define KV_TO_REAL(x) ac_half_to_float(x)
 #define FN(x) x##_scalar_f16
 #include "kern_scalar_kv.h"
@@ -64,6 +65,7 @@
 #define KV_TO_REAL(x) ((float)(x))
 #define FN(x) x##_scalar_i8
 #include "kern_scalar_kv.h"
+#undef KV_WIDENS
 #undef real
 #undef kvreal
 #undef KV_TO_REAL
