@@ -387,6 +387,28 @@ def test_a_kvcache_whose_worker_died_gives_an_error_not_a_hang(rng):
 
 # --- dependability: each test reproduced its defect before the fix ----------
 
+def test_a_kvcache_shard_the_scheduler_knows_is_lost_gives_a_worker_lost_error(rng):
+    """Once the scheduler has marked a shard's actor lost, Dask refuses a call
+    to it with a RuntimeError before anything is sent: still WorkerLostError,
+    for attend and append, and an append counts only what the live shards took."""
+    cluster, client = _cluster()
+    try:
+        with ad.KVCache(client, 2, 8, shard_tokens=4) as cache:
+            k = rng.standard_normal((2, 8, 8)).astype(np.float32)
+            cache.append(k, k)
+            victim = cache.addrs[1]
+            os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+            assert _until(lambda: cache._futures[1].status not in ("finished", "pending"), 30)
+            with pytest.raises(ad.WorkerLostError, match="left the cluster"):
+                cache.attend(np.zeros((2, 1, 8), np.float32))
+            with pytest.raises(ad.WorkerLostError, match="left the cluster"):
+                cache.append(k[:, :2], k[:, :2])  # to the last shard, the lost one
+            assert cache.lengths == [4, 4]
+    finally:
+        client.close()
+        cluster.close()
+
+
 def _keys_held(client) -> dict:
     """The attncore keys each worker holds in memory now."""
     return client.run(lambda dask_worker: sorted(str(k) for k in dask_worker.data

@@ -755,6 +755,19 @@ class KVCache:
         """Tokens held by each shard."""
         return list(self._lengths)
 
+    def _call(self, s: int, method: str, *args, what: str):
+        """Call an actor method of shard s.  Where the scheduler already knows
+        that the shard's worker is gone, Dask refuses the call itself, with a
+        RuntimeError ("Worker holding Actor was lost"): WorkerLostError, as
+        when the loss shows only while the call waits."""
+        try:
+            return getattr(self._actors[s], method)(*args)
+        except RuntimeError as e:
+            if self._futures[s].status in ("finished", "pending"):
+                raise
+            raise WorkerLostError(f"{what}: worker {self.addrs[s]} left the cluster with its "
+                                  f"shard of the cache") from e
+
     def append(self, k: Any, v: Any) -> None:
         """Add t tokens: k (*batch, kv_heads, t, head_dim), v (..., t, value_dim).
         Each shard's part goes straight to its actor.  If a shard fails, the
@@ -775,14 +788,19 @@ class KVCache:
             raise ValueError(f"k has {t} tokens but v has {v.shape[-2]}")
         with self._lock:
             lengths = list(self._lengths)  # counted here, kept only where the shard took them
-            done, calls = 0, []
+            done, calls, refused = 0, [], None
             while done < t:  # the first shard with room is the tail; the last takes the rest
                 s = next((s for s in range(self.shards) if lengths[s] < self.shard_tokens),
                          self.shards - 1)
                 take = t - done if s == self.shards - 1 else \
                     min(self.shard_tokens - lengths[s], t - done)
-                calls.append((s, self._actors[s].append(k[..., done:done + take, :],
-                                                        v[..., done:done + take, :])))
+                try:
+                    calls.append((s, self._call(s, "append", k[..., done:done + take, :],
+                                                v[..., done:done + take, :],
+                                                what="KVCache.append")))
+                except WorkerLostError as e:  # the calls already sent still count
+                    refused = e
+                    break
                 lengths[s] += take
                 done += take
             got = _actor_results(self.client, [(f, self.addrs[s]) for s, f in calls],
@@ -793,6 +811,8 @@ class KVCache:
             for ok, value in got:
                 if not ok:
                     raise value
+            if refused is not None:
+                raise refused
 
     def attend(self, q: Any, causal: bool = True, *, window: int | None = None,
                scale: float | None = None, return_lse: bool = False, mask: Any | None = None,
@@ -824,7 +844,7 @@ class KVCache:
                             for name, a in (("mask", sc.mask), ("bias", sc.bias))
                             if a is not None}
                     packed = pickle.dumps((q, length, start, geo, cuts), protocol=5)
-                    calls.append((self._actors[s].attend(packed),
+                    calls.append((self._call(s, "attend", packed, what="KVCache.attend"),
                                   self.addrs[s]))
                 start += length
             got = _actor_results(self.client, calls, "KVCache.attend")
