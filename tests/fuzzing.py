@@ -353,6 +353,11 @@ def check(call: Call) -> None:
         return
     got, want = _outputs(got), _outputs(want)
     assert len(got) == len(want)
+    if (call.entry == "attention" and want and getattr(call.args[0], "dtype", None) == np.float16
+            and call.kwargs.get("out_dtype") is None):
+        # float16 queries: attncore rounds the output to their type; the reference keeps
+        # float32 (tests/test_float16_cache.py::test_16_bit_dtype_rules)
+        want[0] = want[0].astype(np.float16)
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape, (call, i, g.shape, w.shape)
         assert g.dtype == w.dtype, (call, i, g.dtype, w.dtype)
