@@ -303,10 +303,11 @@ void ac_stop_init(ac_stop *s, const ac_attn_args *a);
 int ac_stop_poll(ac_stop *s);
 /* The end of a task loop run `nowait`, called by every thread of the team:
  * thread 0, the one that may call the hook, keeps polling (50 us without
- * sleeping, then in naps that grow to 0.2 ms) until every thread has arrived, instead of waiting deaf
- * at the loop's barrier while the others finish their last tasks; then the
- * team meets at a barrier, as the loop's own would have.  `arrived` is a
- * counter shared by the team, 0 before the loop. */
+ * sleeping, then in naps that grow to 0.2 ms) until every thread has
+ * arrived, instead of waiting deaf at the loop's barrier while the others
+ * finish their last tasks; then the team meets at a barrier, as the loop's
+ * own would have.  `arrived` is a counter shared by the team, 0 before the
+ * loop. */
 void ac_team_finish(ac_stop *s, _Atomic int *arrived);
 static inline int ac_stopped(ac_stop *s) {
     return atomic_load_explicit(&s->stop, memory_order_relaxed);

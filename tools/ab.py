@@ -43,6 +43,8 @@ bwd = qkv(1, 8, 8, 512, 512, 64)
 out, lse = attncore.attention(*bwd, causal=True, return_lse=True)
 dout = np.ones_like(out)
 nv = qkv(1, 8, 8, 512, 512, 64)
+tiny = qkv(1, 4, 4, 1, 64, 16)
+small = qkv(1, 8, 8, 256, 256, 64)
 def int8_cache(Hkv):
     cache = attncore.KVCache(Hkv, 128, batch=(1,), dtype="int8")
     cache.append(*qkv(1, Hkv, Hkv, 1, 8192, 128)[1:])
@@ -55,6 +57,8 @@ cases = {
     "decode m=8192 GQA 32/8 f16": lambda: attncore.attention(*dec16),
     "decode m=8192 GQA 32/8 int8": lambda: i8[8].attend(dec[0]),
     "decode m=8192 MHA 32/32 int8": lambda: i8[32].attend(dec[0]),
+    "decode m=64 H 4/4 d=16 (tiny)": lambda: attncore.attention(*tiny),
+    "prefill n=256 causal (small)": lambda: attncore.attention(*small, causal=True),
     "backward n=512 causal": lambda: attncore.attention_backward(*bwd, out, lse, dout, causal=True),
     "naive n=512": lambda: attncore.attention(*nv, method="naive"),
 }

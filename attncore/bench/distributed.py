@@ -219,8 +219,8 @@ def _decode_step(client, addrs, tokens, rng, reps, floor: bool = False):
         fns = {"step": lambda: cache.attend(q)}
         if floor:
             fns["floor"] = lambda: _actor_results(
-                client, [(a.nothing(), addr) for a, addr in zip(cache._actors, cache.addrs)],
-                "floor")
+                client, [(cache._call(s, "nothing", what="floor"), addr)
+                         for s, addr in enumerate(cache.addrs)], "floor")
         for fn in fns.values():
             fn()
         best = best_of(fns, **reps)
