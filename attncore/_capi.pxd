@@ -56,6 +56,8 @@ cdef extern from "attncore.h" nogil:
     void ac_to_bf16(const float *x, uint16_t *y, int64_t n)
     int ac_bf16dot_supported()
     void ac_bf16dot_choose(int choice)
+    int ac_i8dot_supported()
+    void ac_i8dot_choose(int choice)
     int ac_flash_i8(const ac_attn_args *a, const float *q, const int8_t *k, const int8_t *v,
                     float *out, float *lse)
     int ac_naive_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,

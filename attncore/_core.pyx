@@ -245,6 +245,19 @@ def bf16dot_choose(int choice):
     ac_bf16dot_choose(choice)
 
 
+def i8dot_supported():
+    """Does a decode step over an int8 cache take its Q·Kᵀ as 16-bit integer
+    dot products here (the kernels in use have them, the CPU has AVX512_VNNI,
+    and neither ATTNCORE_I8DOT=0 nor i8dot_choose(0) turned them off)?"""
+    return bool(ac_i8dot_supported())
+
+
+def i8dot_choose(int choice):
+    """1: take the integer dot products where supported; 0: never; -1: as
+    ATTNCORE_I8DOT says (on unless it is 0; the default)."""
+    ac_i8dot_choose(choice)
+
+
 cdef int _scale_strides(int64_t *dst, const float[:, :, :] s) except -1:
     # (B, Hkv, m) per-token scales: element strides over (batch, head), the
     # token axis contiguous (a view of a cache's first tokens is not C-contiguous)

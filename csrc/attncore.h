@@ -125,6 +125,13 @@ void ac_to_bf16(const float *x, uint16_t *y, int64_t n);
  * them (where supported), 0 do not, -1 decide again as described. */
 int ac_bf16dot_supported(void);
 void ac_bf16dot_choose(int choice);
+/* Does a decode step over an int8 cache take its Q·Kᵀ as 16-bit integer dot
+ * products here (AVX512_VNNI; each query row rounded to 16 bits, docs/usage.md):
+ * the kernel set in use has them, this CPU runs them, and neither
+ * ATTNCORE_I8DOT=0 nor ac_i8dot_choose(0) turned them off?  ac_i8dot_choose:
+ * 1 use them (where supported), 0 do not, -1 as the environment says. */
+int ac_i8dot_supported(void);
+void ac_i8dot_choose(int choice);
 /* float32 queries and outputs over an int8 cache: K and V int8, each row
  * (token, kv head) times its float scale, a->k_scale / a->v_scale (required).
  * The scales are applied to the score and weight columns, not to the rows. */

@@ -23,6 +23,12 @@
  * Needs tiles_body.h included before it.
  */
 
+/* A decode tile's Q·Kᵀ: the kernel set's qkd, unless the unit gives its own
+ * (int8.c: integer dot products where the CPU has them). */
+#ifndef KV_QKD
+#define KV_QKD(kern, ...) (kern)->KV_OPS.qkd(__VA_ARGS__)
+#endif
+
 /* One thread's scratch. */
 typedef struct {
     real *q;    /* (rows, dk) the group's query rows, stacked */
@@ -70,7 +76,7 @@ static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const re
     for (int64_t j0 = j_begin; j0 < j_end; j0 += bk) {
         if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
         const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
-        kern->KV_OPS.qkd(rows, cols, dk, w->q, dk, kh + j0 * ldk, ldk, (real)a->scale, w->s, bk);
+        KV_QKD(kern, rows, cols, dk, w->q, dk, kh + j0 * ldk, ldk, (real)a->scale, w->s, bk);
         if (KV_SCALES) scale_cols(w->s, bk, rows, cols, ks + j0); /* each key's scale */
         if (vis.mods) modify_tile(kern, &vis, 0, rows, n, j0, cols, w->s, bk, 1);
         if (!ac_vis_clear(&vis, 0, n, j0, cols)) mask_tile(&vis, 0, rows, n, j0, cols, w->s, bk);

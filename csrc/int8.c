@@ -10,8 +10,15 @@
  *   s_ij = scale · (q_i · k8_j) · ks_j,   o_i = Σ_j (p_ij · vs_j) · v8_j / l_i
  * l_i sums the weights before they are scaled.
  *
+ * A decode step's Q·Kᵀ runs as 16-bit integer dot products where the CPU
+ * has them (kern->i8dot, kern_avx512_i8dot.c: each query row rounded to 16
+ * bits) and by the widening kernel kv_i8.qkd elsewhere, or where they
+ * decline a tile (KV_QKD below).
+ *
  * Defines:
- *   ac_flash_i8      flash_body.h     blockwise attention (decode_body.h for few rows)
+ *   ac_flash_i8         flash_body.h   blockwise attention (decode_body.h for few rows)
+ *   ac_i8dot_supported  here           are the integer dot products in use
+ *   ac_i8dot_choose     here           turn them on or off (tests, tools/ab.py)
  */
 #define real float                /* q, the outputs and the arithmetic */
 #define kvreal int8_t             /* how K and V are stored: int8, unscaled */
@@ -20,6 +27,40 @@
 #define KV_OPS kv_i8              /* kern->kv_i8: the kernels that load K and V */
 #define FN(name) name##_i8        /* the public names */
 #define KV_SCALED 1               /* the bodies apply a->k_scale and a->v_scale */
+#define KV_QKD qkd_i8             /* decode's Q·Kᵀ: below */
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static _Atomic int i8dot_choice = -1; /* -1: as ATTNCORE_I8DOT says (on unless "0"); 0; 1 */
+static _Atomic int i8dot_cpu = -1;    /* -1: not asked yet (CPUID, dear in a VM: once) */
+
+int ac_i8dot_supported(void) {
+    const ac_i8dot_ops *dot = ac_kernels_active()->i8dot;
+    if (!dot || !dot->supported) return 0;
+    int cpu = atomic_load(&i8dot_cpu);
+    if (cpu < 0) atomic_store(&i8dot_cpu, cpu = dot->supported());
+    if (!cpu) return 0;
+    int c = atomic_load(&i8dot_choice);
+    if (c < 0) {
+        const char *env = getenv("ATTNCORE_I8DOT");
+        c = !(env && env[0] == '0');
+        atomic_store(&i8dot_choice, c);
+    }
+    return c;
+}
+
+void ac_i8dot_choose(int choice) { atomic_store(&i8dot_choice, choice < 0 ? -1 : choice != 0); }
+
+/* The integer dot products where they are in use and take the tile, else
+ * the widening kernel. */
+static void qkd_i8(const ac_kernels *kern, int64_t bq, int64_t bk, int64_t d, const float *q,
+                   int64_t ldq, const int8_t *k, int64_t ldk, float scale, float *s, int64_t lds) {
+    if (ac_i8dot_supported() && kern->i8dot->qkd(bq, bk, d, q, ldq, k, ldk, scale, s, lds)) return;
+    kern->kv_i8.qkd(bq, bk, d, q, ldq, k, ldk, scale, s, lds);
+}
 
 #include "tiles_body.h"
 #include "decode_body.h"

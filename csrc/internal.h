@@ -134,6 +134,19 @@ typedef struct {
 #define AC_BF16DOT_LDVP(dv) (((dv) + 15) / 16 * 16) /* columns a packed V pair row holds */
 extern const ac_bf16dot_ops ac_bf16dot_avx512;
 
+/* A decode step's Q·Kᵀ over an int8 cache as 16-bit integer dot products
+ * (kern_avx512_i8dot.c, AVX512_VNNI): as kv_i8.qkd, with each query row
+ * rounded to 16 bits; returns 0, s unreliable, where it declines (a
+ * non-finite or extreme row, d > AC_I8DOT_MAX_D) and the widening kernel
+ * must run.  supported: can this CPU run it (NULL: not built for it). */
+typedef struct {
+    int (*supported)(void);
+    int (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const int8_t *k,
+               int64_t ldk, float scale, float *s, int64_t lds);
+} ac_i8dot_ops;
+#define AC_I8DOT_MAX_D 4096 /* the int32 lanes' sums stay exact up to it */
+extern const ac_i8dot_ops ac_i8dot_avx512;
+
 typedef struct {
     const char *name;
     /* Can this CPU run the set?  NULL where the set is not compiled for this
@@ -153,6 +166,7 @@ typedef struct {
     float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
     const ac_bf16dot_ops *bf16dot; /* bfloat16 dot products (AVX512_BF16), or NULL */
+    const ac_i8dot_ops *i8dot;     /* int8-cache decode Q·Kᵀ (AVX512_VNNI), or NULL */
 } ac_kernels;
 
 /* The kernel sets of a table whose ISA file names its functions

@@ -6,9 +6,16 @@ Two questions, kept apart.  The kernels: does attention over the int8 cache
 equal the float64 reference on the dequantised rows (q8 · scale), to float32
 rounding, on every ISA, in decode and blockwise, with every modifier?  The
 format: is the error against the unquantised float32 data within the bound
-the format gives (docs/usage.md, "An int8 cache")?"""
+the format gives (docs/usage.md, "An int8 cache")?
+
+A decode step's Q·Kᵀ runs two ways (the `qk` fixture): widened, each key
+value made a float32 (every ISA), or, where the CPU has AVX512_VNNI, as
+16-bit integer dot products, each query row rounded to 16 bits first; the
+reference of the second is the same float64 attention with q rounded as the
+kernel rounds it."""
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -16,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attncore
-from attncore import _api
+from attncore import _api, _core
 from attncore.kvcache import KVCache, dequantize_int8, quantize_int8
 from helpers import assert_close, tol
 
@@ -39,18 +46,56 @@ def dequantised_reference(q, c, **kw):
                                         c.values.astype(np.float64), **kw)
 
 
+def rounded_to_16_bits(q):
+    """q as the integer dot products take it (kern_avx512_i8dot.c): each row
+    times 32767 / max|row| in float32, rounded to an integer (ties to even),
+    and back, in float64."""
+    q = np.asarray(q, np.float32)
+    top = np.abs(q).max(axis=-1, keepdims=True)
+    inv = np.where(top > 0, np.float32(32767) / np.where(top > 0, top, 1), 0).astype(np.float32)
+    back = (top / np.float32(32767)).astype(np.float32)
+    return np.rint(q * inv).astype(np.float64) * back
+
+
+@pytest.fixture(params=["widened", "dot products"])
+def qk(request, isa, monkeypatch):
+    """How a decode step's Q·Kᵀ runs, for the test's calls: `ref` is the
+    query the reference takes (q, or q rounded to 16 bits), `dot` whether the
+    integer dot products run (skipped where the ISA or CPU has none; every
+    call is then a decode step, the one path that takes them)."""
+    dot = request.param == "dot products"
+    _core.i8dot_choose(int(dot))
+    if dot and not _core.i8dot_supported():
+        _core.i8dot_choose(-1)
+        pytest.skip("no integer dot products for this ISA on this CPU")
+    if dot:
+        monkeypatch.setattr(_api, "_SPLIT_KV", 1)
+    yield types.SimpleNamespace(dot=dot, ref=rounded_to_16_bits if dot else (lambda q: q))
+    _core.i8dot_choose(-1)
+
+
+@pytest.fixture
+def widened(isa):
+    """The widening Q·Kᵀ alone, whatever the CPU has."""
+    _core.i8dot_choose(0)
+    yield
+    _core.i8dot_choose(-1)
+
+
 @pytest.mark.parametrize("split", [0, 1])
 @pytest.mark.parametrize("H,Hkv", [(4, 4), (8, 2)])
 @pytest.mark.parametrize("n,m,d", [(1, 1, 8), (1, 700, 64), (3, 33, 17), (4, 257, 128),
                                    (70, 130, 64), (129, 65, 33), (5, 1000, 128), (2, 64, 1)])
-def test_int8_cache_matches_the_dequantised_reference(isa, rng, monkeypatch, split, H, Hkv, n,
+def test_int8_cache_matches_the_dequantised_reference(qk, rng, monkeypatch, split, H, Hkv, n,
                                                       m, d):
+    if qk.dot and not split:
+        pytest.skip("the dot products are a decode step's")
     monkeypatch.setattr(_api, "_SPLIT_KV", split)
     c, _, _ = filled(rng, Hkv=Hkv, m=m, d=d)
     q = rng.standard_normal((2, H, n, d)).astype(np.float32)
     for causal in (False, True):
         out, lse = c.attend(q, causal=causal, return_lse=True)
-        want, want_lse = dequantised_reference(q, c, causal=causal, return_lse=True)
+        want, want_lse = dequantised_reference(qk.ref(q), c, causal=causal, return_lse=True)
         assert out.dtype == np.float32
         assert_close(out, want, tol(np.float32, m, d))
         assert_close(lse, want_lse, 4 * tol(np.float32, m, d) * math.sqrt(d))
@@ -73,12 +118,13 @@ MODIFIERS = {
 
 @pytest.mark.parametrize("modifier", sorted(MODIFIERS))
 @pytest.mark.parametrize("n,m", [(1, 300), (4, 77), (40, 200)])
-def test_int8_cache_with_masks_and_modifiers(isa, rng, modifier, n, m):
+def test_int8_cache_with_masks_and_modifiers(qk, rng, modifier, n, m):
     H, Hkv, d = 4, 2, 32
     c, _, _ = filled(rng, Hkv=Hkv, m=m, d=d)
     q = rng.standard_normal((2, H, n, d)).astype(np.float32)
     kw = {"causal": True, **MODIFIERS[modifier](rng, H, n, m)}
-    assert_close(c.attend(q, **kw), dequantised_reference(q, c, **kw), tol(np.float32, m, d))
+    assert_close(c.attend(q, **kw), dequantised_reference(qk.ref(q), c, **kw),
+                 tol(np.float32, m, d))
 
 
 def test_quantisation_round_trip(rng):
@@ -139,7 +185,7 @@ def test_int8_cache_refuses_what_it_cannot_do(rng):
         KVCache(1, 8, dtype=np.int16)
 
 
-def test_hostile_inputs(isa, rng):
+def test_hostile_inputs(widened, rng):
     c, _, _ = filled(rng, m=50, d=16)
     q = rng.standard_normal((2, 4, 3, 16)).astype(np.float32)
     q[0, 1, 2, 5] = np.nan
@@ -169,37 +215,90 @@ def test_an_all_zero_row_has_scale_zero_and_scores_zero(isa):
 
 @given(B=st.integers(1, 2), Hkv=st.integers(1, 3), g=st.integers(1, 3), n=st.integers(1, 40),
        m=st.integers(1, 300), d=st.integers(1, 70), causal=st.booleans(), seed=st.integers(0, 9))
-def test_int8_cache_fuzzed(isa, B, Hkv, g, n, m, d, causal, seed):
+def test_int8_cache_fuzzed(qk, B, Hkv, g, n, m, d, causal, seed):
     rng = np.random.default_rng(seed)
     c, _, _ = filled(rng, B=(B,), Hkv=Hkv, m=m, d=d, chunks=1 + seed % 3)
     q = rng.standard_normal((B, Hkv * g, n, d)).astype(np.float32)
-    assert_close(c.attend(q, causal=causal), dequantised_reference(q, c, causal=causal),
+    assert_close(c.attend(q, causal=causal), dequantised_reference(qk.ref(q), c, causal=causal),
                  tol(np.float32, m, d))
 
 
-def error_bound(q, c, scale):
+def error_bound(q, c, scale, dot=False):
     """The most the int8 format can move a row's output from the unquantised
     float32 one (docs/usage.md): each key value off by at most ks/2 moves a
     score by at most δ = scale · Σ|q| · ks/2, so the weights by a factor within
-    e^{±2δ}; each value off by at most vs/2.  |Δo| ≤ (e^{2δ} − 1)·max|v| + max vs/2."""
+    e^{±2δ}; each value off by at most vs/2.  |Δo| ≤ (e^{2δ} − 1)·max|v| + max vs/2.
+    dot: the integer dot products' rounding of q adds scale · max|q|/65534 ·
+    Σ|k| (k the dequantised key) to δ."""
     _, _, ks, vs = c._snapshot()
     qn = np.abs(q).sum(axis=-1, keepdims=True).astype(np.float64)  # (B, H, n, 1)
     g = q.shape[1] // ks.shape[1]
     ksh = np.repeat(ks, g, axis=1)[:, :, None, :]  # (B, H, 1, m)
-    delta = (scale * qn * ksh / 2).max(axis=-1)  # (B, H, n)
+    shift = scale * qn * ksh / 2
+    if dot:
+        knorm = np.repeat(np.abs(c.keys.astype(np.float64)).sum(axis=-1), g, axis=1)
+        qtop = np.abs(q).max(axis=-1, keepdims=True).astype(np.float64)
+        shift = shift + scale * qtop / 65534 * knorm[:, :, None, :]
+    delta = shift.max(axis=-1)  # (B, H, n)
     vmax = np.repeat(np.abs(c.values).max(axis=(-2, -1)), g, axis=1)[:, :, None]
     vhalf = np.repeat(vs.max(axis=-1), g, axis=1)[:, :, None] / 2
     return np.expm1(2 * delta) * vmax + vhalf
 
 
 @pytest.mark.parametrize("scale_of_data", [1.0, 30.0])
-def test_error_against_float32_is_within_the_format_bound(isa, rng, scale_of_data):
+def test_error_against_float32_is_within_the_format_bound(qk, rng, scale_of_data):
     c, k, v = filled(rng, Hkv=2, m=500, d=64, scale=scale_of_data)
     q = rng.standard_normal((2, 8, 4, 64)).astype(np.float32) / scale_of_data
     got = c.attend(q)
     exact = attncore.reference.attention(q.astype(np.float64), k.astype(np.float64),
                                          v.astype(np.float64), causal=True)
     err = np.abs(got - exact).max(axis=-1)
-    bound = error_bound(q, c, 1 / 8)
+    bound = error_bound(q, c, 1 / 8, dot=qk.dot)
     assert (err <= bound).all()
     assert err.max() > 0  # the format does lose something: the test sees it
+
+
+def test_the_dot_products_run_and_differ_from_the_widened_step_within_their_bound(isa, rng,
+                                                                                  monkeypatch):
+    """Where they are in use, the integer dot products give other bits than
+    the widened step (they ran), by no more than rounding q to 16 bits can
+    move a score: scale · max|q|/65534 · Σ|k8|·ks, through the weights."""
+    _core.i8dot_choose(1)
+    try:
+        if not _core.i8dot_supported():
+            pytest.skip("no integer dot products for this ISA on this CPU")
+        monkeypatch.setattr(_api, "_SPLIT_KV", 1)  # a decode step
+        c, _, _ = filled(rng, B=(1,), Hkv=2, m=600, d=128)
+        q = rng.standard_normal((1, 8, 1, 128)).astype(np.float32)
+        dot, dot_lse = c.attend(q, return_lse=True)
+        _core.i8dot_choose(0)
+        wide, wide_lse = c.attend(q, return_lse=True)
+    finally:
+        _core.i8dot_choose(-1)
+    assert not np.array_equal(dot, wide)
+    knorm = np.abs(c.keys.astype(np.float64)).sum(axis=-1).max()
+    delta = np.abs(q).max() / 65534 * knorm / math.sqrt(128)
+    assert np.abs(dot_lse - wide_lse).max() <= delta + 1e-5
+    assert np.abs(dot - wide).max() <= np.expm1(2 * delta) * np.abs(c.values).max() + 1e-5
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 1e35, 1e-35])
+def test_the_dot_products_decline_a_row_they_cannot_round(isa, rng, monkeypatch, bad):
+    """A query row with a NaN or an inf, or whose largest value lies outside
+    [2^-100, 2^100] (1e35; 1e-35 when the rest is as small), goes through the
+    widening kernel, and with it its tile: the same bits as the widened step."""
+    _core.i8dot_choose(1)
+    try:
+        if not _core.i8dot_supported():
+            pytest.skip("no integer dot products for this ISA on this CPU")
+        monkeypatch.setattr(_api, "_SPLIT_KV", 1)  # a decode step
+        c, _, _ = filled(rng, B=(1,), Hkv=1, m=300, d=32)
+        q = rng.standard_normal((1, 4, 1, 32)).astype(np.float32)
+        q[0, 2, 0] = 1e-36 if bad == 1e-35 else q[0, 2, 0]
+        q[0, 2, 0, 5] = bad
+        got = c.attend(q)
+        _core.i8dot_choose(0)
+        want = c.attend(q)
+    finally:
+        _core.i8dot_choose(-1)
+    np.testing.assert_array_equal(got, want)

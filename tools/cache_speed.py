@@ -3,7 +3,9 @@ heads, d = 128) against a KVCache of m tokens in float32, float16, bfloat16
 and int8, each ÷ the float32 cache in paired, interleaved rounds, and as a
 share of the streaming-read roof counted in the bytes each reads (an int8
 cache's scales included), measured in the same run.  Every ISA in its own
-child, attncore held to it.
+child, attncore held to it.  Where the int8 cache's Q·Kᵀ runs as integer dot
+products (AVX512_VNNI), a row "int8 widened" times the same cache with them
+turned off, the widening kernel's step, in the same rounds.
 
     python tools/cache_speed.py [--isa all] [--rounds 7] [--m 8192 32768]
 """
@@ -17,6 +19,7 @@ import sys
 import numpy as np
 
 import attncore
+from attncore import _core
 from attncore.bench.timing import best_of
 
 DTYPES = ("float32", "float16", "bfloat16", "int8")
@@ -25,6 +28,15 @@ DTYPES = ("float32", "float16", "bfloat16", "int8")
 def best(fn, reps: int = 3) -> float:
     """The fastest of `reps` calls (no warm-up: the caller makes it)."""
     return best_of({"fn": fn}, min_time=0, min_rounds=reps, max_rounds=reps)["fn"]
+
+
+def widened(c, q):
+    """A step with the integer dot products off (the widening kernel)."""
+    _core.i8dot_choose(0)
+    try:
+        return c.attend(q)
+    finally:
+        _core.i8dot_choose(-1)
 
 
 def child(rounds: int, ms: list[int]) -> None:
@@ -52,15 +64,17 @@ def child(rounds: int, ms: list[int]) -> None:
                 caches[dt] = c
             q = rng.standard_normal((H, 1, d), dtype=np.float32)
             calls = {dt: (lambda c=c: c.attend(q)) for dt, c in caches.items()}
+            if _core.i8dot_supported():
+                calls["int8 widened"] = lambda c=caches["int8"]: widened(c, q)
             for fn in calls.values():
                 fn()
-            times = {dt: [] for dt in DTYPES}
+            times = {dt: [] for dt in calls}
             for _ in range(rounds):
-                for dt in DTYPES:  # interleaved: float32 first in each round
+                for dt in calls:  # interleaved: float32 first in each round
                     times[dt].append(best(calls[dt]))
-            for dt in DTYPES:
+            for dt in calls:
                 row = {"float32": 4 * d, "float16": 2 * d, "bfloat16": 2 * d,
-                       "int8": d + 4}[dt]
+                       "int8": d + 4, "int8 widened": d + 4}[dt]
                 nbytes = Hkv * 2 * m * row
                 ratio = [f / x for f, x in zip(times["float32"], times[dt])]
                 t = min(times[dt])

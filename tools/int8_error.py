@@ -12,6 +12,9 @@ and, for the int8 format, what the choice of the key scales does: per token
 (what KVCache(dtype="int8") stores: one scale a token and kv head, the row's
 absmax over its channels) against per channel (one scale a channel, over the
 tokens of the cache; computed here in NumPy, as the kernels do not take it).
+Where a decode step's Q·Kᵀ runs as integer dot products (AVX512_VNNI: the
+query rounded to 16 bits), the stored cache is also read with them off
+("widened"): what rounding the query adds.
 
     python tools/int8_error.py [--m 4096] [--d 128] [--seed 0]
 
@@ -26,6 +29,7 @@ import argparse
 import numpy as np
 
 import attncore
+from attncore import _core
 from attncore.kvcache import KVCache, dequantize_int8, quantize_int8
 
 
@@ -76,6 +80,10 @@ def main() -> None:
                     kk, vv = attncore.to_bfloat16(kk), attncore.to_bfloat16(vv)
                 c.append(kk, vv)
                 results[f"{dt}" + (" (keys per token)" if dt == "int8" else "")] = c.attend(q32)
+                if dt == "int8" and _core.i8dot_supported():
+                    _core.i8dot_choose(0)
+                    results["int8 (keys per token, widened)"] = c.attend(q32)
+                    _core.i8dot_choose(-1)
             # int8 with per-channel key scales (values per token, as stored)
             kc = per_channel_keys(k.astype(np.float32))
             vq = dequantize_int8(*quantize_int8(v.astype(np.float32)))

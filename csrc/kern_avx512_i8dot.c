@@ -1,0 +1,211 @@
+/* kern_avx512_i8dot.c — a decode step's Q·Kᵀ over an int8 cache as 16-bit
+ * integer dot products (AVX512_VNNI's vpdpwssd), for int8.c.
+ *
+ * The widening kernel (kern_simd_kv.h, qkd) turns every int8 key value into
+ * a float32 — a sign extension and a conversion, two instructions for
+ * sixteen values, on the ports its FMAs use — so an int8 step costs about
+ * as many instructions as a float32 one while reading a quarter of the
+ * bytes, and is bound by them, not by memory.  Here each query row is
+ * rounded once per score tile to 16-bit integers, with a scale of its own:
+ *   q16_it = round(q_it · 32767 / max_t |q_it|)
+ * and a K row's int8 values, sign-extended to 16 bits (32 a vector, once for
+ * all the query rows), go into vpdpwssd: 32 products a vector, summed in
+ * pairs into 16 int32 lanes, exactly.  So
+ *   s_ij = scale · (max|q_i| / 32767) · Σ_t q16_it · k8_jt
+ * the integer sum exact until each lane is converted to float32 and the
+ * sixteen summed (|q16·k8| ≤ 32767·128, two a lane a step, d/32 steps: under
+ * 2^31 while d ≤ AC_I8DOT_MAX_D).
+ *
+ * What this adds to the error is the rounding of q alone: each q_it is off
+ * by at most max|q_i| / 65534, each score by at most
+ * scale · ks_j · max|q_i| / 65534 · Σ_t |k8_jt|, against the key's own
+ * rounding to int8, max|k_j| / 254 a value: about 1/258 of it for rows of
+ * like spread (docs/usage.md, "An int8 cache").  A row that is non-finite,
+ * or whose max|q| lies outside [2^-100, 2^100] and is not 0, is declined, and
+ * with it the call: the caller runs the widening kernel, as for
+ * d > AC_I8DOT_MAX_D (so NaN, inf and overflow come out as they do there).
+ *
+ * Compiled for AVX512_VNNI (with BW and VL) by the target pragma; int8.c
+ * calls it only when supported() (at the end, outside the pragma) says the
+ * CPU has them.
+ */
+#include "internal.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")
+#endif
+#include <immintrin.h>
+
+#include "kern_avx512_sums.h"
+
+#define KEYS_AHEAD 16 /* keys ahead that the K stream is prefetched */
+
+/* q16 = the row rounded as above, zero-padded to d32 values; returns the
+ * factor (max|q| / 32767) that undoes it, or -1 for a row to decline. */
+static float quantise_row(const float *q, int64_t d, int64_t d32, int16_t *q16) {
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    const __m512 inf = _mm512_set1_ps(INFINITY);
+    for (int64_t t = 0; t < d; t += 16) {
+        const __mmask16 m = d - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - t)) - 1);
+        const __m512 x = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, q + t));
+        bad |= _mm512_cmp_ps_mask(x, inf, _CMP_NLT_UQ); /* inf or NaN */
+        amax = _mm512_max_ps(amax, x);
+    }
+    const float top = _mm512_reduce_max_ps(amax);
+    if (bad || (top != 0 && !(top >= 0x1p-100f && top <= 0x1p100f))) return -1;
+    const __m512 inv = _mm512_set1_ps(top > 0 ? 32767.0f / top : 0.0f);
+    for (int64_t t = 0; t < d32; t += 16) {
+        const __mmask16 m = t >= d ? 0 : d - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - t)) - 1);
+        const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, q + t), inv));
+        _mm256_storeu_si256((__m256i *)(q16 + t), _mm512_cvtepi32_epi16(r));
+    }
+    return top / 32767.0f;
+}
+
+/* s[i, u] = f[i] · Σ q16[i]·k[u] for `rows` query rows (q16, d32 apart)
+ * against `keys` keys, each K row loaded once for all the rows. */
+static inline __attribute__((always_inline)) void dot_keys(int rows, int keys, int64_t d,
+                                                           int64_t d32, const int16_t *q16,
+                                                           const int8_t *k, int64_t ldk,
+                                                           const float *f, __m512i perm, __m512 fv,
+                                                           float *s, int64_t lds) {
+    __m512i acc[16];
+    for (int a = 0; a < rows * keys; a++) acc[a] = _mm512_setzero_si512();
+#define DOT_STEP(t, kload)                                                                    \
+    do {                                                                                      \
+        __m512i qv[4];                                                                        \
+        for (int i = 0; i < rows; i++) qv[i] = _mm512_loadu_si512(q16 + i * d32 + (t));       \
+        for (int u = 0; u < keys; u++) {                                                      \
+            const __m512i kw = _mm512_cvtepi8_epi16(kload);                                   \
+            for (int i = 0; i < rows; i++)                                                    \
+                acc[u * rows + i] = _mm512_dpwssd_epi32(acc[u * rows + i], qv[i], kw);        \
+        }                                                                                     \
+    } while (0)
+    int64_t t = 0;
+    for (; t + 64 <= d; t += 64) { /* a cache line of each key a step, prefetched once */
+        for (int u = 0; u < keys; u++) __builtin_prefetch(k + (u + KEYS_AHEAD) * ldk + t);
+        DOT_STEP(t, _mm256_loadu_si256((const __m256i *)(k + u * ldk + t)));
+        DOT_STEP(t + 32, _mm256_loadu_si256((const __m256i *)(k + u * ldk + t + 32)));
+    }
+    if (t + 32 <= d) {
+        DOT_STEP(t, _mm256_loadu_si256((const __m256i *)(k + u * ldk + t)));
+        t += 32;
+    }
+    if (t < d) { /* the last d % 32 values: q16 is zero past d, K is not read past it */
+        const __mmask32 m = (__mmask32)((1ull << (d - t)) - 1);
+        DOT_STEP(t, _mm256_maskz_loadu_epi8(m, k + u * ldk + t));
+    }
+#undef DOT_STEP
+    /* each accumulator's lanes as float32, then summed: the sixteen of a
+     * full tile at once by the transposing tree (sum[u·rows + i]), reordered
+     * to rows of keys (perm: lane i·keys + u), times each row's factor, and
+     * each row's keys stored at once; a few keys (the last of a tile, or
+     * three rows) one by one */
+    __m512 flat[16];
+    float sum[16];
+    for (int a = 0; a < rows * keys; a++) flat[a] = _mm512_cvtepi32_ps(acc[a]);
+    if (rows == 1 && keys == 8) {
+        hsum8_f32(flat, sum);
+        _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_loadu_ps(sum), _mm512_castps512_ps256(fv)));
+        return;
+    }
+    if (rows * keys == 16) {
+        hsum16_f32(flat, sum);
+        const __m512 x = _mm512_mul_ps(_mm512_permutexvar_ps(perm, _mm512_loadu_ps(sum)), fv);
+        if (rows == 2) {
+            _mm256_storeu_ps(s, _mm512_castps512_ps256(x));
+            _mm256_storeu_ps(s + lds, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        } else {
+            _mm_storeu_ps(s, _mm512_castps512_ps128(x));
+            _mm_storeu_ps(s + lds, _mm512_extractf32x4_ps(x, 1));
+            _mm_storeu_ps(s + 2 * lds, _mm512_extractf32x4_ps(x, 2));
+            _mm_storeu_ps(s + 3 * lds, _mm512_extractf32x4_ps(x, 3));
+        }
+        return;
+    }
+    for (int a = 0; a < rows * keys; a++) sum[a] = _mm512_reduce_add_ps(flat[a]);
+    for (int u = 0; u < keys; u++)
+        for (int i = 0; i < rows; i++) s[i * lds + u] = sum[u * rows + i] * f[i];
+}
+
+/* keys at a time for `rows` rows: sixteen accumulators where they divide */
+#define KEYS_FOR(rows) ((rows) <= 2 ? 8 : 4)
+
+static inline __attribute__((always_inline)) void dot_rows(int rows, int64_t bk, int64_t d,
+                                                           int64_t d32, const int16_t *q16,
+                                                           const int8_t *k, int64_t ldk,
+                                                           const float *f, float *s, int64_t lds) {
+    const int keys = KEYS_FOR(rows);
+    /* lane i·keys + u of the stored scores takes lane u·rows + i of the sums,
+     * and row i's factor */
+    int32_t idx[16] = {0};
+    float fs[16] = {0};
+    if (rows * keys == 16 || rows * keys == 8)
+        for (int i = 0; i < rows; i++)
+            for (int u = 0; u < keys; u++) {
+                idx[i * keys + u] = u * rows + i;
+                fs[i * keys + u] = f[i];
+            }
+    const __m512i perm = _mm512_loadu_si512(idx);
+    const __m512 fv = _mm512_loadu_ps(fs);
+    int64_t c = 0;
+    for (; c + keys <= bk; c += keys)
+        dot_keys(rows, keys, d, d32, q16, k + c * ldk, ldk, f, perm, fv, s + c, lds);
+    for (; c < bk; c++) dot_keys(rows, 1, d, d32, q16, k + c * ldk, ldk, f, perm, fv, s + c, lds);
+}
+
+/* The kernel: as kv_i8.qkd, four query rows at a time; 0 (nothing to rely
+ * on in s) where it declines. */
+static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq,
+                     const int8_t *k, int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d < 1 || d > AC_I8DOT_MAX_D) return 0;
+    const int64_t d32 = (d + 31) / 32 * 32;
+    int16_t q16[4 * AC_I8DOT_MAX_D];
+    float f[4];
+    for (int64_t r0 = 0; r0 < bq; r0 += 4) {
+        const int rows = bq - r0 < 4 ? (int)(bq - r0) : 4;
+        for (int i = 0; i < rows; i++) {
+            const float back = quantise_row(q + (r0 + i) * ldq, d, d32, q16 + i * d32);
+            if (back < 0) return 0;
+            f[i] = scale * back;
+        }
+        float *sr = s + r0 * lds;
+        switch (rows) { /* each count its own unrolled copy */
+        case 4: dot_rows(4, bk, d, d32, q16, k, ldk, f, sr, lds); break;
+        case 3: dot_rows(3, bk, d, d32, q16, k, ldk, f, sr, lds); break;
+        case 2: dot_rows(2, bk, d, d32, q16, k, ldk, f, sr, lds); break;
+        default: dot_rows(1, bk, d, d32, q16, k, ldk, f, sr, lds); break;
+        }
+    }
+    return 1;
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+/* Outside the target region: runs on any x86 CPU.  AVX512_VNNI is CPUID
+ * leaf 7, subleaf 0, ECX bit 11 (read directly, as kern_avx512_bf16.c reads
+ * its bit). */
+#include <cpuid.h>
+static int i8dot_supported(void) {
+    unsigned a, b, c, d;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+        return 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}
+
+const ac_i8dot_ops ac_i8dot_avx512 = {.supported = i8dot_supported, .qkd = qkd_i8dot};
+
+#else /* not x86: nothing to run */
+const ac_i8dot_ops ac_i8dot_avx512 = {.supported = NULL, .qkd = NULL};
+#endif
