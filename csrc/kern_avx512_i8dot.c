@@ -101,11 +101,11 @@ static inline __attribute__((always_inline)) void dot_keys(int rows, int keys, i
         DOT_STEP(t, _mm256_maskz_loadu_epi8(m, k + u * ldk + t));
     }
 #undef DOT_STEP
-    /* each accumulator's lanes as float32, then summed: the sixteen of a
-     * full tile at once by the transposing tree (sum[u·rows + i]), reordered
-     * to rows of keys (perm: lane i·keys + u), times each row's factor, and
-     * each row's keys stored at once; a few keys (the last of a tile, or
-     * three rows) one by one */
+    /* each accumulator's lanes as float32, then summed: a full register
+     * tile's at once by the transposing tree (sum[u·rows + i]: eight for one
+     * row, sixteen for two or four), reordered to rows of keys (perm: lane
+     * i·keys + u), times each row's factor, and each row's keys stored at
+     * once; the last keys of a tile, and three rows, one by one */
     __m512 flat[16];
     float sum[16];
     for (int a = 0; a < rows * keys; a++) flat[a] = _mm512_cvtepi32_ps(acc[a]);
@@ -133,7 +133,9 @@ static inline __attribute__((always_inline)) void dot_keys(int rows, int keys, i
         for (int i = 0; i < rows; i++) s[i * lds + u] = sum[u * rows + i] * f[i];
 }
 
-/* keys at a time for `rows` rows: sixteen accumulators where they divide */
+/* keys at a time for `rows` rows: 8 for one or two rows (8 or 16
+ * accumulators; sixteen keys for one row left too few registers for their
+ * addresses), 4 for three or four */
 #define KEYS_FOR(rows) ((rows) <= 2 ? 8 : 4)
 
 static inline __attribute__((always_inline)) void dot_rows(int rows, int64_t bk, int64_t d,
