@@ -125,8 +125,9 @@ void ac_to_bf16(const float *x, uint16_t *y, int64_t n);
  * them (where supported), 0 do not, -1 decide again as described. */
 int ac_bf16dot_supported(void);
 void ac_bf16dot_choose(int choice);
-/* Does a decode step over an int8 cache take its Q·Kᵀ as 16-bit integer dot
- * products here (AVX512_VNNI; each query row rounded to 16 bits, docs/usage.md):
+/* Does a decode step over an int8 cache take its Q·Kᵀ and P·V as 16-bit integer
+ * dot products here (AVX512_VNNI; each query row, and each row's weights per
+ * block of 64 keys, rounded to 16 bits, docs/usage.md):
  * the kernel set in use has them, this CPU runs them, and neither
  * ATTNCORE_I8DOT=0 nor ac_i8dot_choose(0) turned them off?  ac_i8dot_choose:
  * 1 use them (where supported), 0 do not, -1 as the environment says. */

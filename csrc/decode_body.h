@@ -28,6 +28,10 @@
 #ifndef KV_QKD
 #define KV_QKD(kern, ...) (kern)->KV_OPS.qkd(__VA_ARGS__)
 #endif
+/* and its P·V: tiles_body.h's pv_tile, unless the unit gives its own (int8.c) */
+#ifndef KV_PV_TILE
+#define KV_PV_TILE pv_tile
+#endif
 
 /* One thread's scratch. */
 typedef struct {
@@ -83,7 +87,7 @@ static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const re
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv, NULL);
         if (KV_SCALES) scale_cols(w->s, bk, rows, cols, vs + j0); /* each value's, after l */
-        pv_tile(kern, &vis, 0, rows, n, j0, cols, dv, w->s, bk, vh + j0 * ldv, ldv, o, dv, -1);
+        KV_PV_TILE(kern, &vis, 0, rows, n, j0, cols, dv, w->s, bk, vh + j0 * ldv, ldv, o, dv, -1);
     }
     if (sinks && vis.sinks) /* each row's sink, once: in its first chunk only */
         for (int64_t r = 0; r < rows; r++)

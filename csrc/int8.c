@@ -10,10 +10,10 @@
  *   s_ij = scale · (q_i · k8_j) · ks_j,   o_i = Σ_j (p_ij · vs_j) · v8_j / l_i
  * l_i sums the weights before they are scaled.
  *
- * A decode step's Q·Kᵀ runs as 16-bit integer dot products where the CPU
- * has them (kern->i8dot, kern_avx512_i8dot.c: each query row rounded to 16
- * bits) and by the widening kernel kv_i8.qkd elsewhere, or where they
- * decline a tile (KV_QKD below).
+ * A decode step's Q·Kᵀ and P·V run as 16-bit integer dot products where the
+ * CPU has them (kern->i8dot, kern_avx512_i8dot.c: each query row, and each
+ * row's weights per block of keys, rounded to 16 bits) and by the widening
+ * kernels elsewhere, or where they decline a tile (KV_QKD, KV_PV_TILE below).
  *
  * Defines:
  *   ac_flash_i8         flash_body.h   blockwise attention (decode_body.h for few rows)
@@ -63,5 +63,18 @@ static void qkd_i8(const ac_kernels *kern, int64_t bq, int64_t bk, int64_t d, co
 }
 
 #include "tiles_body.h"
+
+/* decode's P·V: the integer dot products where they are in use and take the
+ * tile (the whole tile is right: V of an int8 cache is finite, so pv_tile
+ * would take it whole too), else pv_tile. */
+static inline void pv_tile_i8(const ac_kernels *kern, const ac_vis *vis, int64_t i0, int64_t rows,
+                              int64_t period, int64_t j0, int64_t cols, int64_t dv, const real *p,
+                              int64_t ldp, const kvreal *v, int64_t ldv, real *o, int64_t ldo,
+                              int v_finite) {
+    if (ac_i8dot_supported() && kern->i8dot->pv(rows, cols, dv, p, ldp, v, ldv, o, ldo)) return;
+    pv_tile(kern, vis, i0, rows, period, j0, cols, dv, p, ldp, v, ldv, o, ldo, v_finite);
+}
+#define KV_PV_TILE pv_tile_i8
+
 #include "decode_body.h"
 #include "flash_body.h"

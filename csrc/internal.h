@@ -134,15 +134,19 @@ typedef struct {
 #define AC_BF16DOT_LDVP(dv) (((dv) + 15) / 16 * 16) /* columns a packed V pair row holds */
 extern const ac_bf16dot_ops ac_bf16dot_avx512;
 
-/* A decode step's Q·Kᵀ over an int8 cache as 16-bit integer dot products
- * (kern_avx512_i8dot.c, AVX512_VNNI): as kv_i8.qkd, with each query row
- * rounded to 16 bits; returns 0, s unreliable, where it declines (a
- * non-finite or extreme row, d > AC_I8DOT_MAX_D) and the widening kernel
- * must run.  supported: can this CPU run it (NULL: not built for it). */
+/* A decode step's Q·Kᵀ and P·V over an int8 cache as 16-bit integer dot
+ * products (kern_avx512_i8dot.c, AVX512_VNNI): as kv_i8.qkd, with each query
+ * row rounded to 16 bits, and kv_i8.pv, with each row's weights rounded to
+ * 16 bits per block of keys; each returns 0 where it declines (a non-finite
+ * or extreme row, d > AC_I8DOT_MAX_D; s unreliable, o untouched) and the
+ * widening kernel must run.  supported: can this CPU run them (NULL: not
+ * built for it). */
 typedef struct {
     int (*supported)(void);
     int (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const int8_t *k,
                int64_t ldk, float scale, float *s, int64_t lds);
+    int (*pv)(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t ldp, const int8_t *v,
+              int64_t ldv, float *o, int64_t ldo);
 } ac_i8dot_ops;
 #define AC_I8DOT_MAX_D 4096 /* the int32 lanes' sums stay exact up to it */
 extern const ac_i8dot_ops ac_i8dot_avx512;

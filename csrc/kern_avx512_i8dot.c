@@ -1,11 +1,11 @@
-/* kern_avx512_i8dot.c — a decode step's Q·Kᵀ over an int8 cache as 16-bit
- * integer dot products (AVX512_VNNI's vpdpwssd), for int8.c.
+/* kern_avx512_i8dot.c — a decode step's Q·Kᵀ and P·V over an int8 cache as
+ * 16-bit integer dot products (AVX512_VNNI's vpdpwssd), for int8.c.
  *
- * The widening kernel (kern_simd_kv.h, qkd) turns every int8 key value into
- * a float32 — a sign extension and a conversion, two instructions for
- * sixteen values, on the ports its FMAs use — so an int8 step costs about
+ * The widening kernels (kern_simd_kv.h, qkd and pv) turn every int8 value
+ * into a float32 — a sign extension and a conversion, two instructions for
+ * sixteen values, on the ports the FMAs use — so an int8 step costs about
  * as many instructions as a float32 one while reading a quarter of the
- * bytes, and is bound by them, not by memory.  Here each query row is
+ * bytes, and is bound by them, not by memory.  Q·Kᵀ: each query row is
  * rounded once per score tile to 16-bit integers, with a scale of its own:
  *   q16_it = round(q_it · 32767 / max_t |q_it|)
  * and a K row's int8 values, sign-extended to 16 bits (32 a vector, once for
@@ -25,8 +25,10 @@
  * with it the call: the caller runs the widening kernel, as for
  * d > AC_I8DOT_MAX_D (so NaN, inf and overflow come out as they do there).
  *
+ * P·V rounds the weights the same way, per row and block of keys (below).
+ *
  * Compiled for AVX512_VNNI (with BW and VL) by the target pragma; int8.c
- * calls it only when supported() (at the end, outside the pragma) says the
+ * calls them only when supported() (at the end, outside the pragma) says the
  * CPU has them.
  */
 #include "internal.h"
@@ -187,6 +189,172 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
     return 1;
 }
 
+/* ---- O += P·V: the weights rounded to 16 bits, V's int8 values exactly ----
+ * A block of PV_KEYS keys at a time: each row's weights (the softmax's
+ * numerators times each value's scale, all ≥ 0) rounded to
+ *   w16_ij = round(w_ij · 32767 / max_j w_ij)   (the max over the block)
+ * and V's rows taken in pairs, the two keys' values of each column side by
+ * side as 16-bit integers (an unpack of the two rows' bytes, then a sign
+ * extension), so that vpdpwssd multiplies a pair of weights, broadcast, into
+ * sixteen columns at once, exactly.  At the block's end each column's
+ * integer sum, times max w / 32767, is added to O.  (The unpack works within
+ * 128-bit lanes: one vector of a 32-column group holds columns 0-7 and
+ * 16-23, the other 8-15 and 24-31, put back in order when added to O.)
+ * The error: each weight off by at most max w / 65534 of its block. */
+#define PV_KEYS 64
+
+/* acc[i][2g], acc[i][2g+1] += the pair (keys va, vb: vb NULL for none) for
+ * `groups` 32-column groups, all whole. */
+static inline __attribute__((always_inline)) void pv_pair(int rows, int groups, __m512i acc[4][8],
+                                                          const int32_t *wp, int64_t tp,
+                                                          const int8_t *va, const int8_t *vb) {
+    for (int g = 0; g < groups; g++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(va + 32 * g));
+        const __m256i b = vb ? _mm256_loadu_si256((const __m256i *)(vb + 32 * g))
+                             : _mm256_setzero_si256();
+        const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(a, b));
+        const __m512i hi = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(a, b));
+        for (int i = 0; i < rows; i++) {
+            const __m512i w = _mm512_set1_epi32(wp[i * (PV_KEYS / 2) + tp]);
+            acc[i][2 * g] = _mm512_dpwssd_epi32(acc[i][2 * g], lo, w);
+            acc[i][2 * g + 1] = _mm512_dpwssd_epi32(acc[i][2 * g + 1], hi, w);
+        }
+    }
+}
+
+/* o[:, 0 .. width) += f · (the block's integer sums), for `groups` groups
+ * (the last `width - 32·(groups-1)` columns wide, masked where short) */
+static inline __attribute__((always_inline)) void pv_add(int rows, int groups, __m512i acc[4][8],
+                                                         const float *f, int64_t width, float *o,
+                                                         int64_t ldo) {
+    for (int i = 0; i < rows; i++) {
+        const __m512 fi = _mm512_set1_ps(f[i]);
+        for (int g = 0; g < groups; g++) {
+            const __m512 a = _mm512_cvtepi32_ps(acc[i][2 * g]);
+            const __m512 b = _mm512_cvtepi32_ps(acc[i][2 * g + 1]);
+            float *oc = o + i * ldo + 32 * g;
+            const int64_t left = width - 32 * g; /* columns of this group */
+            const __mmask16 m0 = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+            const __mmask16 m1 = left >= 32 ? (__mmask16)0xFFFF
+                                 : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+            const __m512 x0 = _mm512_shuffle_f32x4(a, b, 0x44); /* columns 0-15 */
+            const __m512 x1 = _mm512_shuffle_f32x4(a, b, 0xEE); /* 16-31 */
+            _mm512_mask_storeu_ps(oc, m0, _mm512_fmadd_ps(x0, fi, _mm512_maskz_loadu_ps(m0, oc)));
+            if (m1)
+                _mm512_mask_storeu_ps(oc + 16, m1,
+                                      _mm512_fmadd_ps(x1, fi, _mm512_maskz_loadu_ps(m1, oc + 16)));
+        }
+    }
+}
+
+/* One block of bt ≤ PV_KEYS keys for `rows` rows over the columns [0, dv):
+ * whole groups `groups` at a time, then the last columns (dv % 32) masked. */
+static inline __attribute__((always_inline)) void pv_block_rows(int rows, int groups, int64_t bt,
+                                                                int64_t dv, const int32_t *wp,
+                                                                const float *f, const int8_t *v,
+                                                                int64_t ldv, float *o,
+                                                                int64_t ldo) {
+    __m512i acc[4][8];
+    const int64_t whole = dv / 32 * 32;
+    int64_t c0 = 0;
+    for (; c0 + 32 * groups <= whole; c0 += 32 * groups) {
+        for (int i = 0; i < rows; i++)
+            for (int g = 0; g < 2 * groups; g++) acc[i][g] = _mm512_setzero_si512();
+        int64_t t = 0;
+        for (; t + 1 < bt; t += 2) {
+            __builtin_prefetch(v + (t + PV_KEYS) * ldv + c0);
+            __builtin_prefetch(v + (t + 1 + PV_KEYS) * ldv + c0);
+            pv_pair(rows, groups, acc, wp, t / 2, v + t * ldv + c0, v + (t + 1) * ldv + c0);
+        }
+        if (t < bt) pv_pair(rows, groups, acc, wp, t / 2, v + t * ldv + c0, NULL);
+        pv_add(rows, groups, acc, f, 32 * groups, o + c0, ldo);
+    }
+    for (; c0 < dv; c0 += 32) { /* one group at a time: whole ones, then the masked last */
+        const int64_t left = dv - c0 < 32 ? dv - c0 : 32;
+        const __mmask32 m = left == 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << left) - 1);
+        for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+        for (int64_t t = 0; t < bt; t += 2) {
+            const __m256i a = _mm256_maskz_loadu_epi8(m, v + t * ldv + c0);
+            const __m256i b = t + 1 < bt ? _mm256_maskz_loadu_epi8(m, v + (t + 1) * ldv + c0)
+                                         : _mm256_setzero_si256();
+            const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(a, b));
+            const __m512i hi = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(a, b));
+            for (int i = 0; i < rows; i++) {
+                const __m512i w = _mm512_set1_epi32(wp[i * (PV_KEYS / 2) + t / 2]);
+                acc[i][0] = _mm512_dpwssd_epi32(acc[i][0], lo, w);
+                acc[i][1] = _mm512_dpwssd_epi32(acc[i][1], hi, w);
+            }
+        }
+        pv_add(rows, 1, acc, f, left, o + c0, ldo);
+    }
+}
+
+/* The weights of one block for up to 4 rows: wp (as int32 pairs of int16,
+ * zero past bt) and the factors f = max w / 32767 that undo the rounding. */
+static void pv_weights(int rows, int64_t bt, const float *p, int64_t ldp, int32_t *wp, float *f) {
+    for (int i = 0; i < rows; i++) {
+        const float *pr = p + i * ldp;
+        __m512 top = _mm512_setzero_ps();
+        for (int64_t t = 0; t < bt; t += 16) {
+            const __mmask16 m = bt - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (bt - t)) - 1);
+            top = _mm512_max_ps(top, _mm512_maskz_loadu_ps(m, pr + t));
+        }
+        const float wmax = _mm512_reduce_max_ps(top);
+        const __m512 inv = _mm512_set1_ps(wmax > 0 ? 32767.0f / wmax : 0.0f);
+        int16_t *w16 = (int16_t *)(wp + i * (PV_KEYS / 2));
+        for (int64_t t = 0; t < PV_KEYS; t += 16) {
+            const __mmask16 m = t >= bt ? 0 : bt - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (bt - t)) - 1);
+            const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + t), inv));
+            _mm256_storeu_si256((__m256i *)(w16 + t), _mm512_cvtepi32_epi16(r));
+        }
+        f[i] = wmax / 32767.0f;
+    }
+}
+
+/* The kernel: as kv_i8.pv (o += p·v, bq rows), four rows at a time; 0 (o
+ * untouched) where a weight is negative or NaN, or a block's largest weight
+ * is above 2^100 or below 2^-100 and not 0 (its rounding's scale would leave
+ * float's range): then the widening kernel runs.  Decode's weights lie in
+ * [0, max vs], so only values of an extreme size, or scores more than about
+ * 69 below their row's max throughout a block, are declined. */
+static int pv_i8dot(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t ldp,
+                    const int8_t *v, int64_t ldv, float *o, int64_t ldo) {
+    for (int64_t r = 0; r < bq; r++) /* first, before o is touched */
+        for (int64_t t0 = 0; t0 < bk; t0 += PV_KEYS) {
+            const int64_t bt = bk - t0 < PV_KEYS ? bk - t0 : PV_KEYS;
+            __m512 top = _mm512_setzero_ps();
+            __mmask16 bad = 0;
+            for (int64_t t = 0; t < bt; t += 16) {
+                const __mmask16 m =
+                    bt - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (bt - t)) - 1);
+                const __m512 x = _mm512_maskz_loadu_ps(m, p + r * ldp + t0 + t);
+                bad |= _mm512_mask_cmp_ps_mask(m, x, _mm512_setzero_ps(), _CMP_NGE_UQ); /* < 0, NaN */
+                top = _mm512_max_ps(top, x);
+            }
+            const float wmax = _mm512_reduce_max_ps(top);
+            if (bad || !(wmax <= 0x1p100f) || (wmax > 0 && !(wmax >= 0x1p-100f))) return 0;
+        }
+    int32_t wp[4 * (PV_KEYS / 2)];
+    float f[4];
+    for (int64_t t0 = 0; t0 < bk; t0 += PV_KEYS) {
+        const int64_t bt = bk - t0 < PV_KEYS ? bk - t0 : PV_KEYS;
+        for (int64_t r0 = 0; r0 < bq; r0 += 4) {
+            const int rows = bq - r0 < 4 ? (int)(bq - r0) : 4;
+            pv_weights(rows, bt, p + r0 * ldp + t0, ldp, wp, f);
+            const int8_t *vb = v + t0 * ldv;
+            float *ob = o + r0 * ldo;
+            switch (rows) { /* each count its own unrolled copy: 2 groups (64 columns) for
+                               four or three rows, 4 (128) for two or one */
+            case 4: pv_block_rows(4, 2, bt, dv, wp, f, vb, ldv, ob, ldo); break;
+            case 3: pv_block_rows(3, 2, bt, dv, wp, f, vb, ldv, ob, ldo); break;
+            case 2: pv_block_rows(2, 4, bt, dv, wp, f, vb, ldv, ob, ldo); break;
+            default: pv_block_rows(1, 4, bt, dv, wp, f, vb, ldv, ob, ldo); break;
+            }
+        }
+    }
+    return 1;
+}
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
@@ -206,8 +374,8 @@ static int i8dot_supported(void) {
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
 }
 
-const ac_i8dot_ops ac_i8dot_avx512 = {.supported = i8dot_supported, .qkd = qkd_i8dot};
+const ac_i8dot_ops ac_i8dot_avx512 = {.supported = i8dot_supported, .qkd = qkd_i8dot, .pv = pv_i8dot};
 
 #else /* not x86: nothing to run */
-const ac_i8dot_ops ac_i8dot_avx512 = {.supported = NULL, .qkd = NULL};
+const ac_i8dot_ops ac_i8dot_avx512 = {.supported = NULL, .qkd = NULL, .pv = NULL};
 #endif
