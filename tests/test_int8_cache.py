@@ -327,7 +327,7 @@ def test_the_dot_products_decline_a_row_they_cannot_round(isa, rng, monkeypatch,
 
 
 @pytest.mark.parametrize("dv", [1, 33, 64, 130])
-@pytest.mark.parametrize("rows", [1, 2, 3, 5])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("m", [1, 64, 65, 600])
 def test_the_dot_products_pv_is_exact_where_the_weights_round_exactly(isa, rng, monkeypatch,
                                                                       dv, rows, m):
