@@ -18,7 +18,8 @@
  * Defines:
  *   ac_flash_i8         flash_body.h   blockwise attention (decode_body.h for few rows)
  *   ac_i8dot_supported  here           are the integer dot products in use
- *   ac_i8dot_choose     here           turn them on or off (tests, tools/ab.py)
+ *   ac_i8dot_choose     here           turn them on or off (tests; tools/cache_speed.py and
+ *                                      tools/int8_error.py read a cache both ways)
  */
 #define real float                /* q, the outputs and the arithmetic */
 #define kvreal int8_t             /* how K and V are stored: int8, unscaled */

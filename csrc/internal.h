@@ -170,7 +170,7 @@ typedef struct {
     float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
     const ac_bf16dot_ops *bf16dot; /* bfloat16 dot products (AVX512_BF16), or NULL */
-    const ac_i8dot_ops *i8dot;     /* int8-cache decode Q·Kᵀ (AVX512_VNNI), or NULL */
+    const ac_i8dot_ops *i8dot;     /* int8-cache decode Q·Kᵀ, P·V (AVX512_VNNI), or NULL */
 } ac_kernels;
 
 /* The kernel sets of a table whose ISA file names its functions
