@@ -46,6 +46,14 @@
 
 #define KEYS_AHEAD 16 /* keys ahead that the K stream is prefetched */
 
+/* The first n lanes of 16 (all for n ≥ 16, none for n ≤ 0); of 32. */
+static inline __mmask16 first16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
+static inline __mmask32 first32(int64_t n) {
+    return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+}
+
 /* q16 = the row rounded as above, zero-padded to d32 values; returns the
  * factor (max|q| / 32767) that undoes it, or -1 for a row to decline. */
 static float quantise_row(const float *q, int64_t d, int64_t d32, int16_t *q16) {
@@ -53,7 +61,7 @@ static float quantise_row(const float *q, int64_t d, int64_t d32, int16_t *q16) 
     __mmask16 bad = 0;
     const __m512 inf = _mm512_set1_ps(INFINITY);
     for (int64_t t = 0; t < d; t += 16) {
-        const __mmask16 m = d - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - t)) - 1);
+        const __mmask16 m = first16(d - t);
         const __m512 x = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, q + t));
         bad |= _mm512_cmp_ps_mask(x, inf, _CMP_NLT_UQ); /* inf or NaN */
         amax = _mm512_max_ps(amax, x);
@@ -62,7 +70,7 @@ static float quantise_row(const float *q, int64_t d, int64_t d32, int16_t *q16) 
     if (bad || (top != 0 && !(top >= 0x1p-100f && top <= 0x1p100f))) return -1;
     const __m512 inv = _mm512_set1_ps(top > 0 ? 32767.0f / top : 0.0f);
     for (int64_t t = 0; t < d32; t += 16) {
-        const __mmask16 m = t >= d ? 0 : d - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - t)) - 1);
+        const __mmask16 m = first16(d - t);
         const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, q + t), inv));
         _mm256_storeu_si256((__m256i *)(q16 + t), _mm512_cvtepi32_epi16(r));
     }
@@ -99,7 +107,7 @@ static inline __attribute__((always_inline)) void dot_keys(int rows, int keys, i
         t += 32;
     }
     if (t < d) { /* the last d % 32 values: q16 is zero past d, K is not read past it */
-        const __mmask32 m = (__mmask32)((1ull << (d - t)) - 1);
+        const __mmask32 m = first32(d - t);
         DOT_STEP(t, _mm256_maskz_loadu_epi8(m, k + u * ldk + t));
     }
 #undef DOT_STEP
@@ -203,23 +211,28 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
  * The error: each weight off by at most max w / 65534 of its block. */
 #define PV_KEYS 64
 
-/* acc[i][2g], acc[i][2g+1] += the pair (keys va, vb: vb NULL for none) for
- * `groups` 32-column groups, all whole. */
+/* acc[i][2g], acc[i][2g+1] += the pair of keys whose 32 values of group g
+ * are a and b (b zero for none), times each row's pair of weights tp. */
+static inline __attribute__((always_inline)) void pv_dot(int rows, __m512i acc[4][8], int g,
+                                                         const int32_t *wp, int64_t tp, __m256i a,
+                                                         __m256i b) {
+    const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(a, b));
+    const __m512i hi = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(a, b));
+    for (int i = 0; i < rows; i++) {
+        const __m512i w = _mm512_set1_epi32(wp[i * (PV_KEYS / 2) + tp]);
+        acc[i][2 * g] = _mm512_dpwssd_epi32(acc[i][2 * g], lo, w);
+        acc[i][2 * g + 1] = _mm512_dpwssd_epi32(acc[i][2 * g + 1], hi, w);
+    }
+}
+
+/* The same for `groups` whole groups of the keys' rows va and vb (NULL for
+ * none). */
 static inline __attribute__((always_inline)) void pv_pair(int rows, int groups, __m512i acc[4][8],
                                                           const int32_t *wp, int64_t tp,
                                                           const int8_t *va, const int8_t *vb) {
-    for (int g = 0; g < groups; g++) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *)(va + 32 * g));
-        const __m256i b = vb ? _mm256_loadu_si256((const __m256i *)(vb + 32 * g))
-                             : _mm256_setzero_si256();
-        const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(a, b));
-        const __m512i hi = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(a, b));
-        for (int i = 0; i < rows; i++) {
-            const __m512i w = _mm512_set1_epi32(wp[i * (PV_KEYS / 2) + tp]);
-            acc[i][2 * g] = _mm512_dpwssd_epi32(acc[i][2 * g], lo, w);
-            acc[i][2 * g + 1] = _mm512_dpwssd_epi32(acc[i][2 * g + 1], hi, w);
-        }
-    }
+    for (int g = 0; g < groups; g++)
+        pv_dot(rows, acc, g, wp, tp, _mm256_loadu_si256((const __m256i *)(va + 32 * g)),
+               vb ? _mm256_loadu_si256((const __m256i *)(vb + 32 * g)) : _mm256_setzero_si256());
 }
 
 /* o[:, 0 .. width) += f · (the block's integer sums), for `groups` groups
@@ -234,9 +247,7 @@ static inline __attribute__((always_inline)) void pv_add(int rows, int groups, _
             const __m512 b = _mm512_cvtepi32_ps(acc[i][2 * g + 1]);
             float *oc = o + i * ldo + 32 * g;
             const int64_t left = width - 32 * g; /* columns of this group */
-            const __mmask16 m0 = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-            const __mmask16 m1 = left >= 32 ? (__mmask16)0xFFFF
-                                 : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+            const __mmask16 m0 = first16(left), m1 = first16(left - 16);
             const __m512 x0 = _mm512_shuffle_f32x4(a, b, 0x44); /* columns 0-15 */
             const __m512 x1 = _mm512_shuffle_f32x4(a, b, 0xEE); /* 16-31 */
             _mm512_mask_storeu_ps(oc, m0, _mm512_fmadd_ps(x0, fi, _mm512_maskz_loadu_ps(m0, oc)));
@@ -271,20 +282,12 @@ static inline __attribute__((always_inline)) void pv_block_rows(int rows, int gr
     }
     for (; c0 < dv; c0 += 32) { /* one group at a time: whole ones, then the masked last */
         const int64_t left = dv - c0 < 32 ? dv - c0 : 32;
-        const __mmask32 m = left == 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << left) - 1);
+        const __mmask32 m = first32(left);
         for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
-        for (int64_t t = 0; t < bt; t += 2) {
-            const __m256i a = _mm256_maskz_loadu_epi8(m, v + t * ldv + c0);
-            const __m256i b = t + 1 < bt ? _mm256_maskz_loadu_epi8(m, v + (t + 1) * ldv + c0)
-                                         : _mm256_setzero_si256();
-            const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(a, b));
-            const __m512i hi = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(a, b));
-            for (int i = 0; i < rows; i++) {
-                const __m512i w = _mm512_set1_epi32(wp[i * (PV_KEYS / 2) + t / 2]);
-                acc[i][0] = _mm512_dpwssd_epi32(acc[i][0], lo, w);
-                acc[i][1] = _mm512_dpwssd_epi32(acc[i][1], hi, w);
-            }
-        }
+        for (int64_t t = 0; t < bt; t += 2)
+            pv_dot(rows, acc, 0, wp, t / 2, _mm256_maskz_loadu_epi8(m, v + t * ldv + c0),
+                   t + 1 < bt ? _mm256_maskz_loadu_epi8(m, v + (t + 1) * ldv + c0)
+                              : _mm256_setzero_si256());
         pv_add(rows, 1, acc, f, left, o + c0, ldo);
     }
 }
@@ -296,14 +299,14 @@ static void pv_weights(int rows, int64_t bt, const float *p, int64_t ldp, int32_
         const float *pr = p + i * ldp;
         __m512 top = _mm512_setzero_ps();
         for (int64_t t = 0; t < bt; t += 16) {
-            const __mmask16 m = bt - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (bt - t)) - 1);
+            const __mmask16 m = first16(bt - t);
             top = _mm512_max_ps(top, _mm512_maskz_loadu_ps(m, pr + t));
         }
         const float wmax = _mm512_reduce_max_ps(top);
         const __m512 inv = _mm512_set1_ps(wmax > 0 ? 32767.0f / wmax : 0.0f);
         int16_t *w16 = (int16_t *)(wp + i * (PV_KEYS / 2));
         for (int64_t t = 0; t < PV_KEYS; t += 16) {
-            const __mmask16 m = t >= bt ? 0 : bt - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (bt - t)) - 1);
+            const __mmask16 m = first16(bt - t);
             const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, pr + t), inv));
             _mm256_storeu_si256((__m256i *)(w16 + t), _mm512_cvtepi32_epi16(r));
         }
@@ -325,8 +328,7 @@ static int pv_i8dot(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t 
             __m512 top = _mm512_setzero_ps();
             __mmask16 bad = 0;
             for (int64_t t = 0; t < bt; t += 16) {
-                const __mmask16 m =
-                    bt - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (bt - t)) - 1);
+                const __mmask16 m = first16(bt - t);
                 const __m512 x = _mm512_maskz_loadu_ps(m, p + r * ldp + t0 + t);
                 bad |= _mm512_mask_cmp_ps_mask(m, x, _mm512_setzero_ps(), _CMP_NGE_UQ); /* < 0, NaN */
                 top = _mm512_max_ps(top, x);
