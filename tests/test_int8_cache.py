@@ -8,7 +8,7 @@ rounding, on every ISA, in decode and blockwise, with every modifier?  The
 format: is the error against the unquantised float32 data within the bound
 the format gives (docs/usage.md, "An int8 cache")?
 
-A decode step runs two ways (the `qk` fixture): widened, each K and V value
+A decode step runs two ways (the `step` fixture): widened, each K and V value
 made a float32 (every ISA), or, where the CPU has AVX512_VNNI, as 16-bit
 integer dot products, each query row rounded to 16 bits for Q·Kᵀ and each
 row's weights, per block of PV_KEYS keys, for P·V.  The reference of the
@@ -70,22 +70,46 @@ def weights_slack(c):
     return PV_KEYS * float(np.abs(c.values).max()) / 65534
 
 
+def dot_products_on(monkeypatch):
+    """Turn the integer dot products on, or skip where the ISA or CPU has
+    none, and make every call a decode step, the one path that takes them."""
+    _core.i8dot_choose(1)
+    if not _core.i8dot_supported():
+        _core.i8dot_choose(-1)
+        pytest.skip("no integer dot products for this ISA on this CPU")
+    monkeypatch.setattr(_api, "_SPLIT_KV", 1)
+
+
+def widened_step(call):
+    """call() with the integer dot products off (the widening kernels)."""
+    _core.i8dot_choose(0)
+    try:
+        return call()
+    finally:
+        _core.i8dot_choose(1)
+
+
 @pytest.fixture(params=["widened", "dot products"])
-def qk(request, isa, monkeypatch):
+def step(request, isa, monkeypatch):
     """How a decode step runs, for the test's calls: `ref` is the query the
     reference takes (q, or q rounded to 16 bits), `slack(c)` what the weights'
     rounding may add to an output over cache c, `dot` whether the integer dot
-    products run (skipped where the ISA or CPU has none; every call is then a
-    decode step, the one path that takes them)."""
+    products run (dot_products_on)."""
     dot = request.param == "dot products"
-    _core.i8dot_choose(int(dot))
-    if dot and not _core.i8dot_supported():
-        _core.i8dot_choose(-1)
-        pytest.skip("no integer dot products for this ISA on this CPU")
     if dot:
-        monkeypatch.setattr(_api, "_SPLIT_KV", 1)
+        dot_products_on(monkeypatch)
+    else:
+        _core.i8dot_choose(0)
     yield types.SimpleNamespace(dot=dot, ref=rounded_to_16_bits if dot else (lambda q: q),
                                 slack=weights_slack if dot else (lambda c: 0.0))
+    _core.i8dot_choose(-1)
+
+
+@pytest.fixture
+def dot(isa, monkeypatch):
+    """The integer dot products on (dot_products_on), for one test."""
+    dot_products_on(monkeypatch)
+    yield
     _core.i8dot_choose(-1)
 
 
@@ -101,18 +125,18 @@ def widened(isa):
 @pytest.mark.parametrize("H,Hkv", [(4, 4), (8, 2)])
 @pytest.mark.parametrize("n,m,d", [(1, 1, 8), (1, 700, 64), (3, 33, 17), (4, 257, 128),
                                    (70, 130, 64), (129, 65, 33), (5, 1000, 128), (2, 64, 1)])
-def test_int8_cache_matches_the_dequantised_reference(qk, rng, monkeypatch, split, H, Hkv, n,
+def test_int8_cache_matches_the_dequantised_reference(step, rng, monkeypatch, split, H, Hkv, n,
                                                       m, d):
-    if qk.dot and not split:
+    if step.dot and not split:
         pytest.skip("the dot products are a decode step's")
     monkeypatch.setattr(_api, "_SPLIT_KV", split)
     c, _, _ = filled(rng, Hkv=Hkv, m=m, d=d)
     q = rng.standard_normal((2, H, n, d)).astype(np.float32)
     for causal in (False, True):
         out, lse = c.attend(q, causal=causal, return_lse=True)
-        want, want_lse = dequantised_reference(qk.ref(q), c, causal=causal, return_lse=True)
+        want, want_lse = dequantised_reference(step.ref(q), c, causal=causal, return_lse=True)
         assert out.dtype == np.float32
-        assert_close(out, want, tol(np.float32, m, d) + qk.slack(c))
+        assert_close(out, want, tol(np.float32, m, d) + step.slack(c))
         assert_close(lse, want_lse, 4 * tol(np.float32, m, d) * math.sqrt(d))
 
 
@@ -133,13 +157,13 @@ MODIFIERS = {
 
 @pytest.mark.parametrize("modifier", sorted(MODIFIERS))
 @pytest.mark.parametrize("n,m", [(1, 300), (4, 77), (40, 200)])
-def test_int8_cache_with_masks_and_modifiers(qk, rng, modifier, n, m):
+def test_int8_cache_with_masks_and_modifiers(step, rng, modifier, n, m):
     H, Hkv, d = 4, 2, 32
     c, _, _ = filled(rng, Hkv=Hkv, m=m, d=d)
     q = rng.standard_normal((2, H, n, d)).astype(np.float32)
     kw = {"causal": True, **MODIFIERS[modifier](rng, H, n, m)}
-    assert_close(c.attend(q, **kw), dequantised_reference(qk.ref(q), c, **kw),
-                 tol(np.float32, m, d) + qk.slack(c))
+    assert_close(c.attend(q, **kw), dequantised_reference(step.ref(q), c, **kw),
+                 tol(np.float32, m, d) + step.slack(c))
 
 
 def test_quantisation_round_trip(rng):
@@ -230,12 +254,12 @@ def test_an_all_zero_row_has_scale_zero_and_scores_zero(isa):
 
 @given(B=st.integers(1, 2), Hkv=st.integers(1, 3), g=st.integers(1, 3), n=st.integers(1, 40),
        m=st.integers(1, 300), d=st.integers(1, 70), causal=st.booleans(), seed=st.integers(0, 9))
-def test_int8_cache_fuzzed(qk, B, Hkv, g, n, m, d, causal, seed):
+def test_int8_cache_fuzzed(step, B, Hkv, g, n, m, d, causal, seed):
     rng = np.random.default_rng(seed)
     c, _, _ = filled(rng, B=(B,), Hkv=Hkv, m=m, d=d, chunks=1 + seed % 3)
     q = rng.standard_normal((B, Hkv * g, n, d)).astype(np.float32)
-    assert_close(c.attend(q, causal=causal), dequantised_reference(qk.ref(q), c, causal=causal),
-                 tol(np.float32, m, d) + qk.slack(c))
+    assert_close(c.attend(q, causal=causal), dequantised_reference(step.ref(q), c, causal=causal),
+                 tol(np.float32, m, d) + step.slack(c))
 
 
 def error_bound(q, c, scale, dot=False):
@@ -261,65 +285,48 @@ def error_bound(q, c, scale, dot=False):
 
 
 @pytest.mark.parametrize("scale_of_data", [1.0, 30.0])
-def test_error_against_float32_is_within_the_format_bound(qk, rng, scale_of_data):
+def test_error_against_float32_is_within_the_format_bound(step, rng, scale_of_data):
     c, k, v = filled(rng, Hkv=2, m=500, d=64, scale=scale_of_data)
     q = rng.standard_normal((2, 8, 4, 64)).astype(np.float32) / scale_of_data
     got = c.attend(q)
     exact = attncore.reference.attention(q.astype(np.float64), k.astype(np.float64),
                                          v.astype(np.float64), causal=True)
     err = np.abs(got - exact).max(axis=-1)
-    bound = error_bound(q, c, 1 / 8, dot=qk.dot) + qk.slack(c)
+    bound = error_bound(q, c, 1 / 8, dot=step.dot) + step.slack(c)
     assert (err <= bound).all()
     assert err.max() > 0  # the format does lose something: the test sees it
 
 
-def test_the_dot_products_run_and_differ_from_the_widened_step_within_their_bound(isa, rng,
-                                                                                  monkeypatch):
+def test_the_dot_products_run_and_differ_from_the_widened_step_within_their_bound(dot, rng):
     """Where they are in use, the integer dot products give other bits than
     the widened step (they ran), by no more than rounding q to 16 bits can
     move a score (scale · max|q|/65534 · Σ|k8|·ks, through the weights) and
     rounding the weights an output."""
-    _core.i8dot_choose(1)
-    try:
-        if not _core.i8dot_supported():
-            pytest.skip("no integer dot products for this ISA on this CPU")
-        monkeypatch.setattr(_api, "_SPLIT_KV", 1)  # a decode step
-        c, _, _ = filled(rng, B=(1,), Hkv=2, m=600, d=128)
-        q = rng.standard_normal((1, 8, 1, 128)).astype(np.float32)
-        dot, dot_lse = c.attend(q, return_lse=True)
-        _core.i8dot_choose(0)
-        wide, wide_lse = c.attend(q, return_lse=True)
-    finally:
-        _core.i8dot_choose(-1)
-    assert not np.array_equal(dot, wide)
+    c, _, _ = filled(rng, B=(1,), Hkv=2, m=600, d=128)
+    q = rng.standard_normal((1, 8, 1, 128)).astype(np.float32)
+    got, got_lse = c.attend(q, return_lse=True)
+    wide, wide_lse = widened_step(lambda: c.attend(q, return_lse=True))
+    assert not np.array_equal(got, wide)
     knorm = np.abs(c.keys.astype(np.float64)).sum(axis=-1).max()
     delta = np.abs(q).max() / 65534 * knorm / math.sqrt(128)
-    assert np.abs(dot_lse - wide_lse).max() <= delta + 1e-5
-    assert (np.abs(dot - wide).max()
+    assert np.abs(got_lse - wide_lse).max() <= delta + 1e-5
+    assert (np.abs(got - wide).max()
             <= np.expm1(2 * delta) * np.abs(c.values).max() + weights_slack(c) + 1e-5)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, 1e35, 1e-35])
-def test_the_dot_products_decline_a_row_they_cannot_round(isa, rng, monkeypatch, bad):
+def test_the_dot_products_decline_a_row_they_cannot_round(dot, rng, bad):
     """A query row with a NaN or an inf, or whose largest value lies outside
     [2^-100, 2^100] (1e35; 1e-35 when the rest is as small), takes its
     tile's Q·Kᵀ to the widening kernel.  NaN and inf make weights P·V by
     integer dot products declines too: the same bits as the widened step;
     the others' weights are ordinary, and differ only by their rounding."""
-    _core.i8dot_choose(1)
-    try:
-        if not _core.i8dot_supported():
-            pytest.skip("no integer dot products for this ISA on this CPU")
-        monkeypatch.setattr(_api, "_SPLIT_KV", 1)  # a decode step
-        c, _, _ = filled(rng, B=(1,), Hkv=1, m=300, d=32)
-        q = rng.standard_normal((1, 4, 1, 32)).astype(np.float32)
-        q[0, 2, 0] = 1e-36 if bad == 1e-35 else q[0, 2, 0]
-        q[0, 2, 0, 5] = bad
-        got = c.attend(q)
-        _core.i8dot_choose(0)
-        want = c.attend(q)
-    finally:
-        _core.i8dot_choose(-1)
+    c, _, _ = filled(rng, B=(1,), Hkv=1, m=300, d=32)
+    q = rng.standard_normal((1, 4, 1, 32)).astype(np.float32)
+    q[0, 2, 0] = 1e-36 if bad == 1e-35 else q[0, 2, 0]
+    q[0, 2, 0, 5] = bad
+    got = c.attend(q)
+    want = widened_step(lambda: c.attend(q))
     if np.isfinite(bad):
         assert_close(got, want.astype(np.float64), weights_slack(c) + 1e-6)
     else:
@@ -329,54 +336,39 @@ def test_the_dot_products_decline_a_row_they_cannot_round(isa, rng, monkeypatch,
 @pytest.mark.parametrize("dv", [1, 33, 64, 130])
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("m", [1, 64, 65, 600])
-def test_the_dot_products_pv_is_exact_where_the_weights_round_exactly(isa, rng, monkeypatch,
-                                                                      dv, rows, m):
+def test_the_dot_products_pv_is_exact_where_the_weights_round_exactly(dot, rng, dv, rows, m):
     """q = 0 gives every visible key the weight vs, the same for all where
     every value row has the same largest |v|: the weights then round to
     32767 exactly, and P·V by integer dot products is the mean of the visible
     values to float32 rounding — over every column count around the 32-column
     groups, every row count around the four a tile takes, odd and even key
     counts around the 64-key blocks, and a mask that hides keys."""
-    _core.i8dot_choose(1)
-    try:
-        if not _core.i8dot_supported():
-            pytest.skip("no integer dot products for this ISA on this CPU")
-        monkeypatch.setattr(_api, "_SPLIT_KV", 1)  # a decode step
-        v = rng.standard_normal((1, 1, m, dv)).astype(np.float32)
-        v[..., 0] = 4.0  # every row's largest |v|: one scale for all
-        v[..., 1:] = np.clip(v[..., 1:], -3.9, 3.9)
-        c = KVCache(1, 8, batch=(1,), value_dim=dv, dtype="int8", capacity=m)
-        c.append(rng.standard_normal((1, 1, m, 8)).astype(np.float32), v)
-        q = np.zeros((1, rows, 1, 8), np.float32)
-        mask = rng.random((1, m)) < 0.6
-        mask[0, 0] = True
-        for kw in ({}, {"mask": mask}):
-            got = c.attend(q, causal=False, **kw)
-            want = dequantised_reference(q, c, causal=False, **kw)
-            assert_close(got, want, tol(np.float32, m, 8))
-    finally:
-        _core.i8dot_choose(-1)
+    v = rng.standard_normal((1, 1, m, dv)).astype(np.float32)
+    v[..., 0] = 4.0  # every row's largest |v|: one scale for all
+    v[..., 1:] = np.clip(v[..., 1:], -3.9, 3.9)
+    c = KVCache(1, 8, batch=(1,), value_dim=dv, dtype="int8", capacity=m)
+    c.append(rng.standard_normal((1, 1, m, 8)).astype(np.float32), v)
+    q = np.zeros((1, rows, 1, 8), np.float32)
+    mask = rng.random((1, m)) < 0.6
+    mask[0, 0] = True
+    for kw in ({}, {"mask": mask}):
+        got = c.attend(q, causal=False, **kw)
+        want = dequantised_reference(q, c, causal=False, **kw)
+        assert_close(got, want, tol(np.float32, m, 8))
 
 
 @pytest.mark.parametrize("size", [1e-33, 1e-25])
-def test_the_dot_products_with_values_of_a_tiny_size(isa, rng, monkeypatch, size):
+def test_the_dot_products_with_values_of_a_tiny_size(dot, rng, size):
     """Values of size 1e-33 make every weight (the softmax's numerator times
     the value's scale, ~size/127) smaller than 2^-100, where rounding a block
     to 16 bits would need a factor past float's range: P·V goes to the
     widening kernel, and the output keeps its size (1e-25: the weights round
     as usual).  Without the check the weights of 1e-33 became 0."""
-    _core.i8dot_choose(1)
-    try:
-        if not _core.i8dot_supported():
-            pytest.skip("no integer dot products for this ISA on this CPU")
-        monkeypatch.setattr(_api, "_SPLIT_KV", 1)  # a decode step
-        m, d = 300, 16
-        c = KVCache(1, d, batch=(1,), dtype="int8", capacity=m)
-        c.append(rng.standard_normal((1, 1, m, d)).astype(np.float32),
-                 (size * rng.standard_normal((1, 1, m, d))).astype(np.float32))
-        q = rng.standard_normal((1, 2, 1, d)).astype(np.float32)
-        got = c.attend(q, causal=False)
-    finally:
-        _core.i8dot_choose(-1)
+    m, d = 300, 16
+    c = KVCache(1, d, batch=(1,), dtype="int8", capacity=m)
+    c.append(rng.standard_normal((1, 1, m, d)).astype(np.float32),
+             (size * rng.standard_normal((1, 1, m, d))).astype(np.float32))
+    q = rng.standard_normal((1, 2, 1, d)).astype(np.float32)
+    got = c.attend(q, causal=False)
     want = dequantised_reference(rounded_to_16_bits(q), c, causal=False)
     assert_close(got / size, want / size, tol(np.float32, m, d) + weights_slack(c) / size)
