@@ -247,8 +247,8 @@ def bf16dot_choose(int choice):
 
 def i8dot_supported():
     """Does a decode step over an int8 cache take its Q·Kᵀ and P·V as 16-bit
-    integer dot products here (the kernels in use have them, the CPU has
-    AVX512_VNNI, and neither ATTNCORE_I8DOT=0 nor i8dot_choose(0) turned them
+    integer dot products here (the kernels in use have them: avx2, or avx512
+    where the CPU has AVX512_VNNI; and neither ATTNCORE_I8DOT=0 nor i8dot_choose(0) turned them
     off)?"""
     return bool(ac_i8dot_supported())
 

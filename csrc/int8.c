@@ -11,8 +11,9 @@
  * l_i sums the weights before they are scaled.
  *
  * A decode step's Q·Kᵀ and P·V run as 16-bit integer dot products where the
- * CPU has them (kern->i8dot, kern_avx512_i8dot.c: each query row, and each
- * row's weights per block of keys, rounded to 16 bits) and by the widening
+ * CPU has them (kern->i8dot: kern_avx512_i8dot.c by AVX512_VNNI,
+ * kern_avx2_i8dot.c by AVX2's vpmaddwd; each query row, and each row's
+ * weights per block of keys, rounded to 16 bits) and by the widening
  * kernels elsewhere, or where they decline a tile (KV_QKD, KV_PV_TILE below).
  *
  * Defines:
@@ -36,14 +37,10 @@
 #include "internal.h"
 
 static _Atomic int i8dot_choice = -1; /* -1: as ATTNCORE_I8DOT says (on unless "0"); 0; 1 */
-static _Atomic int i8dot_cpu = -1;    /* -1: not asked yet (CPUID, dear in a VM: once) */
 
 int ac_i8dot_supported(void) {
     const ac_i8dot_ops *dot = ac_kernels_active()->i8dot;
-    if (!dot || !dot->supported) return 0;
-    int cpu = atomic_load(&i8dot_cpu);
-    if (cpu < 0) atomic_store(&i8dot_cpu, cpu = dot->supported());
-    if (!cpu) return 0;
+    if (!dot || !dot->supported || !dot->supported()) return 0; /* each table's own answer */
     int c = atomic_load(&i8dot_choice);
     if (c < 0) {
         const char *env = getenv("ATTNCORE_I8DOT");

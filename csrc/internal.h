@@ -135,12 +135,13 @@ typedef struct {
 extern const ac_bf16dot_ops ac_bf16dot_avx512;
 
 /* A decode step's Q·Kᵀ and P·V over an int8 cache as 16-bit integer dot
- * products (kern_avx512_i8dot.c, AVX512_VNNI): as kv_i8.qkd, with each query
+ * products (kern_avx512_i8dot.c by AVX512_VNNI, kern_avx2_i8dot.c by AVX2's
+ * vpmaddwd): as kv_i8.qkd, with each query
  * row rounded to 16 bits, and kv_i8.pv, with each row's weights rounded to
  * 16 bits per block of keys; each returns 0 where it declines (a non-finite
  * or extreme row, d > AC_I8DOT_MAX_D; s unreliable, o untouched) and the
  * widening kernel must run.  supported: can this CPU run them (NULL: not
- * built for it). */
+ * built for it; cheap, asked every tile). */
 typedef struct {
     int (*supported)(void);
     int (*qkd)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const int8_t *k,
@@ -149,7 +150,7 @@ typedef struct {
               int64_t ldv, float *o, int64_t ldo);
 } ac_i8dot_ops;
 #define AC_I8DOT_MAX_D 4096 /* the int32 lanes' sums stay exact up to it */
-extern const ac_i8dot_ops ac_i8dot_avx512;
+extern const ac_i8dot_ops ac_i8dot_avx512, ac_i8dot_avx2;
 
 typedef struct {
     const char *name;
@@ -170,7 +171,7 @@ typedef struct {
     float (*fma_probe)(int64_t iters, int64_t *flops); /* independent FMA chains */
     float (*read_probe)(const float *x, int64_t n);    /* streaming sum */
     const ac_bf16dot_ops *bf16dot; /* bfloat16 dot products (AVX512_BF16), or NULL */
-    const ac_i8dot_ops *i8dot;     /* int8-cache decode Q·Kᵀ, P·V (AVX512_VNNI), or NULL */
+    const ac_i8dot_ops *i8dot;     /* int8-cache decode Q·Kᵀ, P·V (AVX512_VNNI, AVX2), or NULL */
 } ac_kernels;
 
 /* The kernel sets of a table whose ISA file names its functions

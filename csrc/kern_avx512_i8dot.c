@@ -365,15 +365,22 @@ static int pv_i8dot(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t 
 
 /* Outside the target region: runs on any x86 CPU.  AVX512_VNNI is CPUID
  * leaf 7, subleaf 0, ECX bit 11 (read directly, as kern_avx512_bf16.c reads
- * its bit). */
+ * its bit); asked once (CPUID is dear in a VM, and int8.c asks every tile). */
 #include <cpuid.h>
-static int i8dot_supported(void) {
+#include <stdatomic.h>
+static int vnni_on_this_cpu(void) {
     unsigned a, b, c, d;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
         !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
         return 0;
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}
+static int i8dot_supported(void) {
+    static _Atomic int known = -1; /* -1: not asked yet */
+    int cpu = atomic_load(&known);
+    if (cpu < 0) atomic_store(&known, cpu = vnni_on_this_cpu());
+    return cpu;
 }
 
 const ac_i8dot_ops ac_i8dot_avx512 = {.supported = i8dot_supported, .qkd = qkd_i8dot, .pv = pv_i8dot};

@@ -9,8 +9,8 @@ format: is the error against the unquantised float32 data within the bound
 the format gives (docs/usage.md, "An int8 cache")?
 
 A decode step runs two ways (the `step` fixture): widened, each K and V value
-made a float32 (every ISA), or, where the CPU has AVX512_VNNI, as 16-bit
-integer dot products, each query row rounded to 16 bits for Q·Kᵀ and each
+made a float32 (every ISA), or, on avx512 where the CPU has AVX512_VNNI and
+on avx2, as 16-bit integer dot products, each query row rounded to 16 bits for Q·Kᵀ and each
 row's weights, per block of PV_KEYS keys, for P·V.  The reference of the
 second is the same float64 attention with q rounded as the kernel rounds it;
 the weights' rounding, which NumPy cannot repeat (it happens inside the
@@ -50,9 +50,9 @@ def dequantised_reference(q, c, **kw):
 
 
 def rounded_to_16_bits(q):
-    """q as the integer dot products take it (kern_avx512_i8dot.c): each row
-    times 32767 / max|row| in float32, rounded to an integer (ties to even),
-    and back, in float64."""
+    """q as the integer dot products take it (kern_avx512_i8dot.c and
+    kern_avx2_i8dot.c alike): each row times 32767 / max|row| in float32,
+    rounded to an integer (ties to even), and back, in float64."""
     q = np.asarray(q, np.float32)
     top = np.abs(q).max(axis=-1, keepdims=True)
     inv = np.where(top > 0, np.float32(32767) / np.where(top > 0, top, 1), 0).astype(np.float32)
@@ -372,3 +372,31 @@ def test_the_dot_products_with_values_of_a_tiny_size(dot, rng, size):
     got = c.attend(q, causal=False)
     want = dequantised_reference(rounded_to_16_bits(q), c, causal=False)
     assert_close(got / size, want / size, tol(np.float32, m, d) + weights_slack(c) / size)
+
+
+@pytest.mark.parametrize("H,Hkv,d,dv", [(8, 2, 128, 128), (5, 1, 40, 33), (2, 2, 16, 130)])
+def test_the_avx2_and_avx512_dot_products_agree(rng, monkeypatch, H, Hkv, d, dv):
+    """Both sets round q and the weights alike and take the same integer
+    sums; only the order of the float32 additions after them differs, so
+    their outputs agree to float32 rounding, far inside what the weights'
+    rounding is allowed (weights_slack) — over row counts around the four a
+    tile takes and d, dv around the vector widths."""
+    from attncore import _isa
+
+    if not {"avx512", "avx2"} <= set(_isa.available()):
+        pytest.skip("this CPU runs only one of the two sets")
+    before = attncore.info()["isa"]
+    c, _, _ = filled(rng, B=(1,), Hkv=Hkv, m=300, d=d, dv=dv)
+    q = rng.standard_normal((1, H, 1, d)).astype(np.float32)
+    got = {}
+    try:
+        for name in ("avx512", "avx2"):
+            _isa.use(name)
+            dot_products_on(monkeypatch)  # skips where avx512 lacks AVX512_VNNI
+            got[name] = c.attend(q)
+        wide = widened_step(lambda: c.attend(q))  # avx2's widening kernels
+    finally:
+        _core.i8dot_choose(-1)
+        _isa.use(before)
+    assert_close(got["avx2"], got["avx512"].astype(np.float64), tol(np.float32, 300, d))
+    assert not np.array_equal(got["avx2"], wide)  # the avx2 dot products ran

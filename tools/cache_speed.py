@@ -4,7 +4,7 @@ and int8, each ÷ the float32 cache in paired, interleaved rounds, and as a
 share of the streaming-read roof counted in the bytes each reads (an int8
 cache's scales included), measured in the same run.  Every ISA in its own
 child, attncore held to it.  Where an int8 decode step runs as integer dot
-products (AVX512_VNNI: Q·Kᵀ and P·V), a row "int8 widened" times the same
+products (AVX512_VNNI or AVX2: Q·Kᵀ and P·V), a row "int8 widened" times the same
 cache with them turned off, the widening kernels' step, in the same rounds.
 
     python tools/cache_speed.py [--isa all] [--rounds 7] [--m 8192 32768]

@@ -12,7 +12,7 @@ and, for the int8 format, what the choice of the key scales does: per token
 (what KVCache(dtype="int8") stores: one scale a token and kv head, the row's
 absmax over its channels) against per channel (one scale a channel, over the
 tokens of the cache; computed here in NumPy, as the kernels do not take it).
-Where a decode step's Q·Kᵀ runs as integer dot products (AVX512_VNNI: the
+Where a decode step's Q·Kᵀ runs as integer dot products (AVX512_VNNI or AVX2: the
 query rounded to 16 bits), the stored cache is also read with them off
 ("widened"): what rounding the query adds.
 
