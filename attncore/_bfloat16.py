@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from attncore import _core
+
 BITS = np.dtype(np.uint16)
 
 
@@ -39,21 +41,11 @@ def storage_dtype() -> np.dtype:
 
 def to_bfloat16(x: ArrayLike) -> np.ndarray:
     """float32 values rounded to the nearest bfloat16 (ties to even), as
-    uint16 bits; NaN stays NaN (quiet), ±inf stays ±inf."""
+    uint16 bits; NaN stays NaN (quiet), ±inf stays ±inf.  One pass in C, on
+    the calls' threads (attncore.set_num_threads)."""
     f = np.ascontiguousarray(x, dtype=np.float32)
-    try:  # the core's one-pass loop, where it is built
-        from attncore import _core
-    except ImportError:
-        _core = None
-    if _core is not None:
-        out = np.empty(f.shape, np.uint16)
-        _core.to_bf16(f.reshape(-1), out.reshape(-1))
-        return out
-    u = f.view(np.uint32)
-    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    nan = np.isnan(f)
-    out = rounded.astype(np.uint16)
-    out[nan] = ((u[nan] >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
+    out = np.empty(f.shape, np.uint16)
+    _core.to_bf16(f.reshape(-1), out.reshape(-1), _threads())
     return out
 
 
@@ -65,5 +57,12 @@ def from_bfloat16(bits: ArrayLike, dtype: np.dtype | type = np.float32) -> np.nd
         raise TypeError(f"expected bfloat16 (uint16 bits or ml_dtypes.bfloat16), got {a.dtype}")
     # uint16 bits in either byte order (astype swaps them; a view would not)
     u = a.astype(np.uint16, copy=False) if a.dtype.kind == "u" else a.view(np.uint16)
-    wide = u.astype(np.uint32) << np.uint32(16)
-    return wide.view(np.float32).astype(dtype, copy=False)
+    wide = np.empty(u.shape, np.float32)
+    _core.from_bf16(np.ascontiguousarray(u).reshape(-1), wide.reshape(-1), _threads())
+    return wide.astype(dtype, copy=False)
+
+
+def _threads() -> int:
+    from attncore._runtime import get_num_threads  # (it imports this module)
+
+    return get_num_threads()

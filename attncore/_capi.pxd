@@ -53,7 +53,8 @@ cdef extern from "attncore.h" nogil:
                       float *out, float *lse)
     int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
                         const uint16_t *v, float *out, float *lse)
-    void ac_to_bf16(const float *x, uint16_t *y, int64_t n)
+    void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads)
+    void ac_from_bf16(const uint16_t *x, float *y, int64_t n, int num_threads)
     int ac_bf16dot_supported()
     void ac_bf16dot_choose(int choice)
     int ac_i8dot_supported()

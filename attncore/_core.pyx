@@ -222,14 +222,24 @@ def flash_bf16in(const uint16_t[:, :, :, :] q, const uint16_t[:, :, :, :] k,
 
 
 @cython.boundscheck(False)
-def to_bf16(const float[::1] x, uint16_t[::1] y):
+def to_bf16(const float[::1] x, uint16_t[::1] y, int nthreads=0):
     """y = x rounded to bfloat16 bits (attncore.to_bfloat16's rule), in C."""
     if x.shape[0] != y.shape[0]:
         raise ValueError("attncore: to_bf16 needs arrays of one length")
     if x.shape[0] == 0:
         return
     with nogil:
-        ac_to_bf16(&x[0], &y[0], x.shape[0])
+        ac_to_bf16(&x[0], &y[0], x.shape[0], nthreads)
+
+
+def from_bf16(const uint16_t[::1] x, float[::1] y, int nthreads=0):
+    """y = bfloat16 bits x widened to float32, exactly, in C."""
+    if x.shape[0] != y.shape[0]:
+        raise ValueError("attncore: from_bf16 needs arrays of one length")
+    if x.shape[0] == 0:
+        return
+    with nogil:
+        ac_from_bf16(&x[0], &y[0], x.shape[0], nthreads)
 
 
 def bf16dot_supported():

@@ -117,8 +117,10 @@ int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, cons
 int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
                     const uint16_t *v, float *out, float *lse);
 /* y = x rounded to the nearest bfloat16 (ties to even; NaN stays a quiet NaN,
- * ±inf stays ±inf), as bits. */
-void ac_to_bf16(const float *x, uint16_t *y, int64_t n);
+ * ±inf stays ±inf), as bits; ac_from_bf16: bfloat16 bits widened, exactly.
+ * num_threads as in ac_attn_args (<= 0: the OpenMP default). */
+void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads);
+void ac_from_bf16(const uint16_t *x, float *y, int64_t n, int num_threads);
 /* Does ac_flash_bf16in run by bfloat16 dot products here: the kernel set in
  * use has them, this CPU runs them, and they are faster than its FMAs (measured
  * once per process) or ATTNCORE_BF16DOT=1 says to?  ac_bf16dot_choose: 1 use

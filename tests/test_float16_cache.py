@@ -112,6 +112,32 @@ def test_bfloat16_conversion_is_exact_and_rounds_to_nearest_even(isa):
         attncore.from_bfloat16(np.zeros(3, np.float16))
 
 
+def test_bfloat16_conversion_of_large_arrays_is_shared_out_and_the_same_bits():
+    """Arrays over one piece (65536 values) are converted by the team, piece
+    by piece: every bit pattern, in an order that puts NaNs, infinities and
+    ties in every piece and the last one short, comes out as NumPy's one-pass
+    rule gives it, on one thread and on several."""
+    rng = np.random.default_rng(5)
+    bits = np.concatenate([rng.permutation(2**16).astype(np.uint16) for _ in range(3)])[:-7]
+    ties = (bits.astype(np.uint32) << 16 | 0x8000).view(np.float32)  # halfway between two
+    x = np.where(rng.random(bits.size) < 0.5, ties, rng.standard_normal(bits.size) * 1e3)
+    x = x.astype(np.float32)
+    x[::9973], x[5::9973] = np.inf, -np.inf
+    u = x.view(np.uint32)
+    want = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+    nan = np.isnan(x)
+    want[nan] = (u[nan] >> np.uint32(16)) | np.uint32(0x40)
+    before = attncore.get_num_threads()
+    try:
+        for nt in (1, 2, 3):
+            attncore.set_num_threads(nt)
+            np.testing.assert_array_equal(attncore.to_bfloat16(x), want.astype(np.uint16))
+            wide = attncore.from_bfloat16(bits)
+            np.testing.assert_array_equal(wide.view(np.uint32), bits.astype(np.uint32) << 16)
+    finally:
+        attncore.set_num_threads(before)
+
+
 @pytest.mark.parametrize("impl", [attncore, attncore.reference])
 def test_16_bit_dtype_rules(impl, kind):
     """K and V 16-bit of one kind, with float32 queries (a cache) or queries
