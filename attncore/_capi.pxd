@@ -55,6 +55,8 @@ cdef extern from "attncore.h" nogil:
                         const uint16_t *v, float *out, float *lse)
     void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads)
     void ac_from_bf16(const uint16_t *x, float *y, int64_t n, int num_threads)
+    void ac_from_f16(const uint16_t *x, float *y, int64_t n, int num_threads)
+    int ac_to_f16(const float *x, uint16_t *y, int64_t n, int num_threads)
     int ac_bf16dot_supported()
     void ac_bf16dot_choose(int choice)
     int ac_i8dot_supported()

@@ -242,6 +242,29 @@ def from_bf16(const uint16_t[::1] x, float[::1] y, int nthreads=0):
         ac_from_bf16(&x[0], &y[0], x.shape[0], nthreads)
 
 
+def from_f16(const uint16_t[::1] x, float[::1] y, int nthreads=0):
+    """y = IEEE half bits x widened to float32, exactly, in C."""
+    if x.shape[0] != y.shape[0]:
+        raise ValueError("attncore: from_f16 needs arrays of one length")
+    if x.shape[0] == 0:
+        return
+    with nogil:
+        ac_from_f16(&x[0], &y[0], x.shape[0], nthreads)
+
+
+def to_f16(const float[::1] x, uint16_t[::1] y, int nthreads=0):
+    """y = x rounded to IEEE half bits (nearest even), in C; False (y
+    untouched) where the CPU has no F16C."""
+    cdef int done = 1
+    if x.shape[0] != y.shape[0]:
+        raise ValueError("attncore: to_f16 needs arrays of one length")
+    if x.shape[0] == 0:
+        return True
+    with nogil:
+        done = ac_to_f16(&x[0], &y[0], x.shape[0], nthreads)
+    return bool(done)
+
+
 def bf16dot_supported():
     """Do bfloat16 q, k, v go through the bfloat16 dot products here (the
     kernels in use have them, the CPU runs them, and they are the faster way

@@ -45,7 +45,37 @@ def as_float_array(x, name: str, half: bool = False) -> np.ndarray:
 
 def kv_values(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """K or V as values of dtype: a float16 or bfloat16 cache widened."""
-    return from_bfloat16(a, dtype) if kv16(a.dtype) == "bfloat16" else a.astype(dtype)
+    kind = kv16(a.dtype)
+    if kind == "bfloat16":
+        return from_bfloat16(a, dtype)
+    if kind == "float16":
+        return from_float16(a).astype(dtype, copy=False)
+    return a.astype(dtype)
+
+
+def from_float16(a: np.ndarray) -> np.ndarray:
+    """float16 widened to float32, exactly: one pass in C on the calls'
+    threads (NumPy's cast is serial, and slow on some CPUs)."""
+    from attncore import _core
+    from attncore._runtime import get_num_threads  # (it imports this module)
+
+    bits = np.ascontiguousarray(a.astype(HALF, copy=False)).view(np.uint16)
+    wide = np.empty(a.shape, np.float32)
+    _core.from_f16(bits.reshape(-1), wide.reshape(-1), get_num_threads())
+    return wide
+
+
+def to_float16(x: np.ndarray) -> np.ndarray:
+    """float32 x rounded to float16 (nearest even): one pass in C on the
+    calls' threads where the CPU has F16C, else NumPy's cast."""
+    from attncore import _core
+    from attncore._runtime import get_num_threads
+
+    f = np.ascontiguousarray(x, dtype=np.float32).reshape(np.shape(x))
+    out = np.empty(f.shape, HALF)
+    if _core.to_f16(f.reshape(-1), out.reshape(-1).view(np.uint16), get_num_threads()):
+        return out
+    return f.astype(HALF)
 
 
 def common_dtype(**arrays: np.ndarray) -> np.dtype:

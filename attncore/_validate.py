@@ -103,7 +103,9 @@ def to_half(x: np.ndarray, like: np.dtype) -> np.ndarray:
     """float32 x rounded to nearest (even) in the 16-bit type `like`: float16,
     bfloat16 bits (uint16) or ml_dtypes.bfloat16."""
     if kv16(like) == "float16":
-        return x.astype(like)
+        from attncore._problem import to_float16
+
+        return to_float16(x).astype(like, copy=False)
     from attncore._bfloat16 import to_bfloat16
 
     return to_bfloat16(x).view(like)

@@ -121,6 +121,11 @@ int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
  * num_threads as in ac_attn_args (<= 0: the OpenMP default). */
 void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads);
 void ac_from_bf16(const uint16_t *x, float *y, int64_t n, int num_threads);
+/* The same for IEEE half: ac_from_f16 widens exactly; ac_to_f16 rounds to
+ * nearest even (overflow to inf, NaN kept) where the CPU has F16C and returns
+ * 1, else returns 0 with y untouched. */
+void ac_from_f16(const uint16_t *x, float *y, int64_t n, int num_threads);
+int ac_to_f16(const float *x, uint16_t *y, int64_t n, int num_threads);
 /* Does ac_flash_bf16in run by bfloat16 dot products here: the kernel set in
  * use has them, this CPU runs them, and they are faster than its FMAs (measured
  * once per process) or ATTNCORE_BF16DOT=1 says to?  ac_bf16dot_choose: 1 use
