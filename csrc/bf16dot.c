@@ -154,17 +154,14 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
 }
 
 /* The conversions of whole arrays (a 16-bit q widened, the output rounded):
- * one pass of integer operations, vectorised, in pieces of CONVERT_PIECE
+ * one pass of integer operations, vectorised, in pieces of AC_CONVERT_PIECE
  * values shared by the team (a serial pass cost a bfloat16 prefill at
  * n = 1024 several per cent of its time). */
-#define CONVERT_PIECE 65536
-
 void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads) {
-    const int64_t pieces = (n + CONVERT_PIECE - 1) / CONVERT_PIECE;
-    #pragma omp parallel for schedule(static) if (pieces > 1) num_threads(AC_NUM_THREADS(num_threads))
-    for (int64_t p = 0; p < pieces; p++) {
-        const int64_t end = n - p * CONVERT_PIECE < CONVERT_PIECE ? n : (p + 1) * CONVERT_PIECE;
-        for (int64_t i = p * CONVERT_PIECE; i < end; i++) {
+    #pragma omp parallel for schedule(static) if (AC_PIECES(n) > 1) num_threads(AC_NUM_THREADS(num_threads))
+    for (int64_t p = 0; p < AC_PIECES(n); p++) {
+        const int64_t end = ac_piece_end(p, n);
+        for (int64_t i = p * AC_CONVERT_PIECE; i < end; i++) {
             uint32_t u;
             __builtin_memcpy(&u, x + i, sizeof u);
             const int nan = (u & 0x7fffffffu) > 0x7f800000u;
@@ -175,11 +172,10 @@ void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads) {
 }
 
 void ac_from_bf16(const uint16_t *x, float *y, int64_t n, int num_threads) {
-    const int64_t pieces = (n + CONVERT_PIECE - 1) / CONVERT_PIECE;
-    #pragma omp parallel for schedule(static) if (pieces > 1) num_threads(AC_NUM_THREADS(num_threads))
-    for (int64_t p = 0; p < pieces; p++) {
-        const int64_t end = n - p * CONVERT_PIECE < CONVERT_PIECE ? n : (p + 1) * CONVERT_PIECE;
-        for (int64_t i = p * CONVERT_PIECE; i < end; i++) {
+    #pragma omp parallel for schedule(static) if (AC_PIECES(n) > 1) num_threads(AC_NUM_THREADS(num_threads))
+    for (int64_t p = 0; p < AC_PIECES(n); p++) {
+        const int64_t end = ac_piece_end(p, n);
+        for (int64_t i = p * AC_CONVERT_PIECE; i < end; i++) {
             const uint32_t u = (uint32_t)x[i] << 16; /* exact: the top half of a float32 */
             __builtin_memcpy(y + i, &u, sizeof u);
         }

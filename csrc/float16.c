@@ -24,18 +24,15 @@
 
 /* ---- whole arrays: a float16 q widened before a call, the output rounded
  * after (NumPy's float16 casts took 1.2 and 2.4 ms for 512 Ki values, a third
- * of a prefill call at n = 1024): one pass, in pieces of CONVERT_PIECE values
+ * of a prefill call at n = 1024): one pass, in pieces of AC_CONVERT_PIECE values
  * shared by the team.  Widening is exact anywhere (ac_half_to_float);
  * rounding (to nearest even, overflow to inf, NaN kept quiet) needs F16C's
  * vcvtps2ph, and ac_to_f16 returns 0 without it, for the caller to round. */
-#define CONVERT_PIECE 65536
-
 void ac_from_f16(const uint16_t *x, float *y, int64_t n, int num_threads) {
-    const int64_t pieces = (n + CONVERT_PIECE - 1) / CONVERT_PIECE;
-    #pragma omp parallel for schedule(static) if (pieces > 1) num_threads(AC_NUM_THREADS(num_threads))
-    for (int64_t p = 0; p < pieces; p++) {
-        const int64_t end = n - p * CONVERT_PIECE < CONVERT_PIECE ? n : (p + 1) * CONVERT_PIECE;
-        for (int64_t i = p * CONVERT_PIECE; i < end; i++) y[i] = ac_half_to_float(x[i]);
+    #pragma omp parallel for schedule(static) if (AC_PIECES(n) > 1) num_threads(AC_NUM_THREADS(num_threads))
+    for (int64_t p = 0; p < AC_PIECES(n); p++) {
+        const int64_t end = ac_piece_end(p, n);
+        for (int64_t i = p * AC_CONVERT_PIECE; i < end; i++) y[i] = ac_half_to_float(x[i]);
     }
 }
 
@@ -60,11 +57,10 @@ __attribute__((target("avx,f16c"))) static void to_f16_piece(const float *x, uin
 
 int ac_to_f16(const float *x, uint16_t *y, int64_t n, int num_threads) {
     if (!ac_cpu_has_f16c()) return 0;
-    const int64_t pieces = (n + CONVERT_PIECE - 1) / CONVERT_PIECE;
-    #pragma omp parallel for schedule(static) if (pieces > 1) num_threads(AC_NUM_THREADS(num_threads))
-    for (int64_t p = 0; p < pieces; p++) {
-        const int64_t end = n - p * CONVERT_PIECE < CONVERT_PIECE ? n : (p + 1) * CONVERT_PIECE;
-        to_f16_piece(x + p * CONVERT_PIECE, y + p * CONVERT_PIECE, end - p * CONVERT_PIECE);
+    #pragma omp parallel for schedule(static) if (AC_PIECES(n) > 1) num_threads(AC_NUM_THREADS(num_threads))
+    for (int64_t p = 0; p < AC_PIECES(n); p++) {
+        const int64_t end = ac_piece_end(p, n);
+        to_f16_piece(x + p * AC_CONVERT_PIECE, y + p * AC_CONVERT_PIECE, end - p * AC_CONVERT_PIECE);
     }
     return 1;
 }

@@ -219,6 +219,16 @@ static inline float ac_half_to_float(uint16_t h) {
     return f;
 }
 
+/* The whole-array conversions (bf16dot.c, float16.c: a 16-bit q widened
+ * before a call, the output rounded after) share an array of n values among
+ * the team in pieces of AC_CONVERT_PIECE: piece p is [p · AC_CONVERT_PIECE,
+ * ac_piece_end(p, n)), AC_PIECES(n) of them. */
+#define AC_CONVERT_PIECE 65536
+#define AC_PIECES(n) (((n) + AC_CONVERT_PIECE - 1) / AC_CONVERT_PIECE)
+static inline int64_t ac_piece_end(int64_t p, int64_t n) {
+    return n - p * AC_CONVERT_PIECE < AC_CONVERT_PIECE ? n : (p + 1) * AC_CONVERT_PIECE;
+}
+
 /* A bfloat16 is the top half of a float32: the conversion is exact, a shift. */
 static inline float ac_bf16_to_float(uint16_t h) {
     uint32_t bits = (uint32_t)h << 16;
