@@ -92,9 +92,22 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
          * (not over an int8 cache, whose key scales come first) */
         const int added = vis->bias || vis->alibi;
         const int fused = !edge && !added && !KV_SCALES; /* the maxima fused into qk's store */
-        kern->OPS.qk(rows, cols, a->dk, t->q, ldq, t->kp + (j0 / bk - t->kb0) * psize,
-                  m - j0 < bk ? m - j0 : bk, scale, KV_SCALES ? 0 : (real)vis->softcap, w->s,
-                  bk, fused ? w->bmax : NULL);
+        const real *kp = t->kp + (j0 / bk - t->kb0) * psize;
+        const int64_t pbk = m - j0 < bk ? m - j0 : bk;
+        const real cap = KV_SCALES ? 0 : (real)vis->softcap;
+        if (!edge) {
+            kern->OPS.qk(rows, cols, a->dk, t->q, ldq, kp, pbk, scale, cap, w->s, bk,
+                         fused ? w->bmax : NULL);
+        } else { /* the diagonal: each group of rows as far as its keys go (the rest
+                  * of its row is hidden, and mask_tile sets it to -inf) */
+            for (int64_t g0 = 0; g0 < rows; g0 += AC_EDGE_ROWS) {
+                const int64_t gr = rows - g0 < AC_EDGE_ROWS ? rows - g0 : AC_EDGE_ROWS;
+                const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
+                if (gc > 0)
+                    kern->OPS.qk(gr, gc, a->dk, t->q + g0 * ldq, ldq, kp, pbk, scale, cap,
+                                 w->s + g0 * bk, bk, NULL);
+            }
+        }
         if (!fused) { /* a bias or ALiBi, or a block on the diagonal or the band's edge
                        * (or an int8 cache): the scores modified, masked, then their maxima */
             if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->ks + j0);
@@ -120,7 +133,20 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->vs + j0); /* after l: see int8.c */
         /* pass 3: accumulate P·V (a 16-bit V from its widened copy, where no hidden
          * key's inf/NaN value can reach a row: the float32 kernel, no conversions) */
-        if (t->vw && (t->vfin[blk] || (!edge && !vis->bias)))
+        if (edge && t->vfin[blk]) { /* the diagonal, V finite: the weights past
+                                     * each group's keys are 0, and left out */
+            for (int64_t g0 = 0; g0 < rows; g0 += AC_EDGE_ROWS) {
+                const int64_t gr = rows - g0 < AC_EDGE_ROWS ? rows - g0 : AC_EDGE_ROWS;
+                const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
+                if (gc == 0) continue;
+                if (t->vw)
+                    kern->REAL_KV_OPS.pv(gr, gc, dv, w->s + g0 * bk, bk, t->vw + blk * vsz, dv,
+                                         t->out + g0 * dv, dv);
+                else
+                    kern->KV_OPS.pv(gr, gc, dv, w->s + g0 * bk, bk, t->v + j0 * ldv, ldv,
+                                    t->out + g0 * dv, dv);
+            }
+        } else if (t->vw && (t->vfin[blk] || (!edge && !vis->bias)))
             kern->REAL_KV_OPS.pv(rows, cols, dv, w->s, bk, t->vw + blk * vsz, dv, t->out, dv);
         else
             pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv,

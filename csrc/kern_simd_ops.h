@@ -244,8 +244,10 @@ static inline __attribute__((always_inline)) void FN(qk_tile)(
         } else { /* the last keys of the block: through a buffer */
             real tmp[QK_W];
             for (int j = 0; j < nvec; j++) V_STOREU(tmp + j * VL, acc[i][j]);
-            for (int64_t c = 0; c < valid; c++) si[c] = tmp[c];
-            tail_max[i] = FN(rowmax)(tmp, valid);
+            /* valid <= nvec·VL, said so that the compiler sees what tmp holds */
+            const int64_t nv = valid < (int64_t)nvec * VL ? valid : (int64_t)nvec * VL;
+            for (int64_t c = 0; c < nv; c++) si[c] = tmp[c];
+            tail_max[i] = FN(rowmax)(tmp, nv);
         }
     }
 }
@@ -266,10 +268,26 @@ static inline __attribute__((always_inline)) void FN(qk_rows)(
     for (; c0 + QK_W <= bk; c0 += QK_W)
         FN(qk_tile)(rows, QK_C, d, q, ldq, kt + c0, ldkt, scale, capped, cap, s + c0, lds, mx, nan,
                     tail, QK_W);
-    if (c0 < bk) {
+    if (c0 < bk) { /* the last keys: a tile of fewer vectors, their count a constant in
+                    * each call, so that its accumulators stay in registers (a count
+                    * known only at run time put them in memory: the diagonal's
+                    * shortened rows ran 1.15x slower in Q·Kᵀ) */
         const int64_t valid = bk - c0;
-        FN(qk_tile)(rows, (int)((valid + VL - 1) / VL), d, q, ldq, kt + c0, ldkt, scale, capped,
-                    cap, s + c0, lds, mx, nan, tail, valid);
+        const int nvec = (int)((valid + VL - 1) / VL);
+#define QK_TAIL(k)                                                                             \
+    case k:                                                                                    \
+        FN(qk_tile)(rows, k < QK_C ? k : QK_C, d, q, ldq, kt + c0, ldkt, scale, capped, cap,   \
+                    s + c0, lds, mx, nan, tail, valid);                                        \
+        break;
+        switch (nvec) { /* 1 .. QK_C (<= 4): valid < QK_W */
+            QK_TAIL(1)
+            QK_TAIL(2)
+            QK_TAIL(3)
+        default:
+            FN(qk_tile)(rows, QK_C, d, q, ldq, kt + c0, ldkt, scale, capped, cap, s + c0, lds,
+                        mx, nan, tail, valid);
+        }
+#undef QK_TAIL
     }
     if (!rmax) return;
     for (int i = 0; i < rows; i++) {
