@@ -30,6 +30,27 @@
 #include "internal.h"
 #include "kern_avx2_sums.h"
 
+/* r[0..7] = the rows of an 8×8 block, transposed in place (24 shuffles where
+ * the scalar transpose moves 64 floats one by one), for packing Kᵀ. */
+static inline void transpose8_f32(__m256 r[8]) {
+    __m256 t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) { /* r[4g + j], lane L: rows 4g..4g+3 at column 4L + j */
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
+        t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
+    }
+    for (int i = 0; i < 8; i++) r[i] = t[i];
+}
+
 #define QK_R 6
 #define QK_C 2
 #define PV_R 6
@@ -122,6 +143,7 @@ AC_EXP_FAST(f64, __m256d, pd, -708.3964185322641, 708.0)
 #define V_MIN _mm256_min_ps
 #define V_HMAX hmax_f32
 #define V_HSUM hsum_f32
+#define V_TRANSPOSE transpose8_f32
 #define V_HSUM8 hsum8_f32
 #define VN_T __m256
 #define VN_INIT _mm256_setzero_ps()

@@ -51,6 +51,36 @@ static inline __m512d recip_nr_f64(__m512d d) {
 
 #include "kern_avx512_sums.h"
 
+/* r[0..15] = the rows of a 16×16 block, transposed in place: three rounds of
+ * shuffles (pairs of floats, 128-bit lanes, then lanes across registers),
+ * 64 instructions where the scalar transpose moves 256 floats one by one.
+ * For packing Kᵀ (kern_simd_kv.h). */
+static inline void transpose16_f32(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) { /* lane L: (r_i, r_i+1) at columns 4L, 4L+1 | 4L+2, 4L+3 */
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* r[4g + j], lane L: rows 4g..4g+3 at column 4L + j */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int j = 0; j < 4; j++) { /* lanes (g, L): 0x88 takes lanes 0 and 2 of each, 0xdd 1 and 3 */
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    }
+    for (int j = 0; j < 4; j++) { /* column c = 4L + j: lane g from r[4g + j]'s lane L */
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+    }
+}
+
 /* ---- float32 ---- */
 #define real float
 #define FN(x) x##_avx512_f32
@@ -72,6 +102,7 @@ static inline __m512d recip_nr_f64(__m512d d) {
 #define V_MIN _mm512_min_ps
 #define V_HMAX _mm512_reduce_max_ps
 #define V_HSUM _mm512_reduce_add_ps
+#define V_TRANSPOSE transpose16_f32 /* optional: VL vectors of VL lanes, transposed */
 #define V_HSUM8 hsum8_f32
 #define V_HSUM16 hsum16_f32
 #define VN_T __mmask16

@@ -61,6 +61,15 @@ static inline float64x2_t ldexp_bits_f64(float64x2_t p, float64x2_t n) {
 }
 
 /* whether any lane of a compare's mask is set */
+/* r[0..3] = the rows of a 4×4 block, transposed in place, for packing Kᵀ. */
+static inline void transpose4_f32(float32x4_t r[4]) {
+    const float32x4x2_t a = vtrnq_f32(r[0], r[1]), b = vtrnq_f32(r[2], r[3]);
+    r[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
+    r[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
+    r[2] = vcombine_f32(vget_high_f32(a.val[0]), vget_high_f32(b.val[0]));
+    r[3] = vcombine_f32(vget_high_f32(a.val[1]), vget_high_f32(b.val[1]));
+}
+
 static inline int mask_any_u32(uint32x4_t m) { return vmaxvq_u32(m) != 0; }
 static inline int mask_any_u64(uint64x2_t m) { return vmaxvq_u32(vreinterpretq_u32_u64(m)) != 0; }
 
@@ -119,6 +128,7 @@ static inline uint32x4_t nan_acc_f64(uint32x4_t acc, float64x2_t v) {
 #define V_MIN vminq_f32
 #define V_HMAX vmaxvq_f32
 #define V_HSUM vaddvq_f32
+#define V_TRANSPOSE transpose4_f32
 #define VN_T uint32x4_t
 #define VN_INIT vdupq_n_u32(0)
 #define VN_ACC nan_acc_f32

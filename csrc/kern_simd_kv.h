@@ -17,7 +17,26 @@ static void FN(pack)(int64_t bk, int64_t d, const kvreal *k, int64_t ldk, real *
     const int64_t ldkt = (bk + QK_W - 1) / QK_W * QK_W;
     for (int64_t t = 0; t < d; t++)
         for (int64_t c = bk; c < ldkt; c++) kt[t * ldkt + c] = 0;
-    for (int64_t c = 0; c < bk; c++)
+    int64_t c0 = 0;
+#ifdef V_TRANSPOSE
+    /* VL keys at a time: VL × VL blocks loaded as rows, transposed in
+     * registers, stored as rows of Kᵀ (the same values: the conversions of
+     * V_LOADU_KV and KV_TO_REAL are both exact).  One value at a time, the
+     * store to a new line of Kᵀ for each was 6 % of a prefill call's time
+     * (AVX-512, n = 1024, d = 128). */
+    const int64_t dvec = d / VL * VL;
+    for (; c0 + VL <= bk; c0 += VL) {
+        for (int64_t t0 = 0; t0 < dvec; t0 += VL) {
+            VT x[VL];
+            for (int i = 0; i < VL; i++) x[i] = V_LOADU_KV(k + (c0 + i) * ldk + t0);
+            V_TRANSPOSE(x);
+            for (int i = 0; i < VL; i++) V_STOREU(kt + (t0 + i) * ldkt + c0, x[i]);
+        }
+        for (int64_t c = c0; c < c0 + VL; c++)
+            for (int64_t t = dvec; t < d; t++) kt[t * ldkt + c] = KV_TO_REAL(k[c * ldk + t]);
+    }
+#endif
+    for (int64_t c = c0; c < bk; c++)
         for (int64_t t = 0; t < d; t++) kt[t * ldkt + c] = KV_TO_REAL(k[c * ldk + t]);
 }
 

@@ -23,6 +23,8 @@
  *   EXP_LO EXP_HI LN2_HI LN2_LO LOG2E EXP_DEG
  *   QK_R QK_C PV_R PV_C register tile: rows × vectors of the two products
  *   V_HSUM8(a, out)     optional: out[u] = the sums of eight vectors at once
+ *   V_TRANSPOSE(r)      optional: r[0..VL-1], VL vectors, transposed in place
+ *                       (packing Kᵀ; float32 sections only)
  *   kvreal, V_LOADU_KV, KV_TO_REAL   (kern_simd_kv.h) the K/V storage type,
  *                       and a vector / scalar of it loaded as reals
  * Every section defines the whole vocabulary (the optional macros where it

@@ -24,6 +24,7 @@
 #undef V_HSUM
 #undef V_HSUM8
 #undef V_HSUM16
+#undef V_TRANSPOSE
 #undef VN_T
 #undef VN_INIT
 #undef VN_ACC
