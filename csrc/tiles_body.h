@@ -124,11 +124,19 @@ static inline void sink_fold(real sink, real *mi, real *li, real *o, int64_t dv)
         for (int64_t c = 0; c < dv; c++) o[c] *= alpha;
 }
 
-/* Is every value of a (rows, cols) block of V finite? */
+/* Is every value of a (rows, cols) block of V finite?  A row's test has no
+ * branch (x - x is NaN for inf and NaN, 0 otherwise), so the compiler takes
+ * it in vectors: a test and a branch a value made this scan, once per call
+ * over all of V, 3 % of a causal prefill call (AVX-512, n = 1024, d = 64). */
 static inline int all_finite(const kvreal *v, int64_t rows, int64_t cols, int64_t ld) {
-    for (int64_t j = 0; j < rows; j++)
-        for (int64_t c = 0; c < cols; c++)
-            if (!isfinite(KV_TO_REAL(v[j * ld + c]))) return 0;
+    for (int64_t j = 0; j < rows; j++) {
+        int bad = 0;
+        for (int64_t c = 0; c < cols; c++) {
+            const real x = KV_TO_REAL(v[j * ld + c]);
+            bad |= x - x != 0;
+        }
+        if (bad) return 0;
+    }
     return 1;
 }
 
