@@ -137,7 +137,7 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
             .v_ld_bytes = L->ldvp * (int64_t)sizeof(uint32_t),
         };
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
-                      jn < kv_end ? &next : NULL);
+                      jn < kv_end ? &next : NULL, NULL, 0, 0);
         if (t->vfin[blk] || (!edge && !vis->bias)) { /* no hidden key can meet an inf/NaN value */
             dot->p_pairs(rows, cols, w->s, bk, w->pp, ldpp);
             dot->pv(rows, (cols + 1) / 2, dv, w->pp, ldpp, t->vp + blk * L->vsize, L->ldvp, t->out,

@@ -203,10 +203,14 @@ static inline void online_start(int64_t rows, real *mi, real *li, real *o, int64
 
 /* A new score tile s (rows, cols) whose row maxima are bmax: P = exp(S - m')
  * in place, l = α·l + ΣP, O *= α with α = exp(m - m'), m = m'.  next, if not
- * NULL, is the block to prefetch meanwhile. */
+ * NULL, is the block to prefetch meanwhile.  edge, if not NULL, is the band
+ * of a tile on its upper edge (row r is query i0 + r, column c key j0 + c):
+ * the keys past a row's last are masked, their weights 0 without an exp
+ * (a NaN row is NaN through the keys it sees either way). */
 static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t cols, real *s,
                                  int64_t lds, const real *bmax, real *mi, real *li, real *o,
-                                 int64_t dv, const ac_ahead_block *next) {
+                                 int64_t dv, const ac_ahead_block *next, const ac_vis *edge,
+                                 int64_t i0, int64_t j0) {
     for (int64_t r = 0; r < rows; r++) {
         if (next) ac_prefetch_share(next, r, rows);
         real *sr = s + r * lds; /* (cols) */
@@ -215,8 +219,14 @@ static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t c
             memset(sr, 0, (size_t)cols * sizeof(real));
             continue;
         }
+        int64_t seen = cols;
+        if (edge) {
+            seen = ac_vis_hi(edge, i0 + r) - j0;
+            seen = seen < 0 ? 0 : (seen > cols ? cols : seen);
+            memset(sr + seen, 0, (size_t)(cols - seen) * sizeof(real));
+        }
         real alpha = exp(mi[r] - mnew); /* 0 on the first visible block */
-        li[r] = alpha * li[r] + kern->OPS.expsum(sr, cols, mnew);
+        li[r] = alpha * li[r] + kern->OPS.expsum(sr, seen, mnew);
         mi[r] = mnew;
         if (alpha != 1)
             for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
