@@ -5,7 +5,8 @@ bfloat16 and float32, B=1 H=8, paired interleaved rounds; each ratio is the
 median (min–max) over the rounds of a time ÷ attncore bfloat16's in the same
 round.  Every ISA in its own child, attncore and torch held to it.  Also
 GFLOP/s and its share of the roofs measured in the same child: the FMA roof,
-and the bfloat16 dot-product roof where there is one.
+and the bfloat16 dot-product roof where there is one; and attncore float32's
+own GFLOP/s and share of the FMA roof (median and range over the rounds).
 
     python tools/bf16_speed.py [--isa all] [--rounds 5] [--n 1024 4096] [--d 64 128]
 """
@@ -43,8 +44,8 @@ def child(rounds: int, ns: list[int], ds: list[int]) -> None:
           f"{roofs['fma_gflops']:.0f} GFLOP/s" + (f", bfloat16 dot roof {dot:.0f} GFLOP/s" if dot
                                                    else ""))
     print("| n | d | mask | bf16 ms | GFLOP/s | % FMA roof | % dot roof | f32 ÷ bf16 | "
-          "torch bf16 ÷ bf16 | torch f32 ÷ bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "torch bf16 ÷ bf16 | torch f32 ÷ bf16 | f32 GFLOP/s | f32 % FMA roof |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     B, H = 1, 8
     for d in ds:
@@ -79,10 +80,13 @@ def child(rounds: int, ns: list[int], ds: list[int]) -> None:
                         return "—"
                     r = [a / b for a, b in zip(times[k], times["bf16"])]
                     return f"{np.median(r):.2f} ({min(r):.2f}–{max(r):.2f})"
+                share = sorted(100 * flops / x / 1e9 / roofs["fma_gflops"] for x in times["f32"])
                 print(f"| {n} | {d} | {'causal' if causal else 'full'} | {1e3 * t:.2f} | {gf:.0f} | "
                       f"{100 * gf / roofs['fma_gflops']:.0f} | "
                       f"{f'{100 * gf / dot:.0f}' if dot else '—'} | {ratio('f32')} | "
-                      f"{ratio('torch bf16')} | {ratio('torch f32')} |", flush=True)
+                      f"{ratio('torch bf16')} | {ratio('torch f32')} | "
+                      f"{flops / float(np.median(times['f32'])) / 1e9:.0f} | "
+                      f"{np.median(share):.0f} ({share[0]:.0f}–{share[-1]:.0f}) |", flush=True)
 
 
 def main() -> None:
