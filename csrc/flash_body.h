@@ -70,6 +70,7 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
     const int64_t m = a->m, dv = a->dv, rows = t->rows, i0 = t->i0;
     const int64_t ldq = a->q_stride[2], ldv = a->v_stride[2];
     const real scale = (real)a->scale;
+    const int64_t group = kern->edge_rows > 0 ? kern->edge_rows : rows; /* on the diagonal */
     /* the band of keys any row of the block sees: blocks outside it are
      * never visited (above the causal diagonal, below the window, padding) */
     int64_t kv_begin, kv_end;
@@ -100,8 +101,8 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
                          fused ? w->bmax : NULL);
         } else { /* the diagonal: each group of rows as far as its keys go (the rest
                   * of its row is hidden, and mask_tile sets it to -inf) */
-            for (int64_t g0 = 0; g0 < rows; g0 += AC_EDGE_ROWS) {
-                const int64_t gr = rows - g0 < AC_EDGE_ROWS ? rows - g0 : AC_EDGE_ROWS;
+            for (int64_t g0 = 0; g0 < rows; g0 += group) {
+                const int64_t gr = rows - g0 < group ? rows - g0 : group;
                 const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
                 if (gc > 0)
                     kern->OPS.qk(gr, gc, a->dk, t->q + g0 * ldq, ldq, kp, pbk, scale, cap,
@@ -135,8 +136,8 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
          * key's inf/NaN value can reach a row: the float32 kernel, no conversions) */
         if (edge && t->vfin[blk]) { /* the diagonal, V finite: the weights past
                                      * each group's keys are 0, and left out */
-            for (int64_t g0 = 0; g0 < rows; g0 += AC_EDGE_ROWS) {
-                const int64_t gr = rows - g0 < AC_EDGE_ROWS ? rows - g0 : AC_EDGE_ROWS;
+            for (int64_t g0 = 0; g0 < rows; g0 += group) {
+                const int64_t gr = rows - g0 < group ? rows - g0 : group;
                 const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
                 if (gc == 0) continue;
                 if (t->vw)

@@ -160,6 +160,8 @@ typedef struct {
     int (*supported)(void);
     int64_t block_q, block_k; /* default tile sizes for this ISA (float32) */
     int64_t kt_pad;           /* a packed block holds d * round_up(bk, kt_pad) values */
+    int64_t edge_rows;        /* rows a group on the causal diagonal (ac_vis_edge_cols);
+                               * 0: the diagonal tile whole */
     ac_ops_f32 f32;
     ac_ops_f64 f64;
     ac_kv_ops_f32 kv_f32;
@@ -439,14 +441,12 @@ static inline void ac_vis_keys(const ac_vis *v, int64_t i0, int64_t rows, int64_
 }
 
 /* A tile crossing the band's upper edge (the causal diagonal) is taken in
- * groups of AC_EDGE_ROWS rows (whole register tiles: 6 rows on x86, 5 on
- * NEON), each group's products only as far as the last of the tile's cols
- * keys (from j0) its last row sees, rounded up to 16 columns (whole vectors
- * on every ISA): 0 when it sees none.  The keys past that are hidden from
- * every row of the group, so the mask sets their scores to -inf and their
- * weights are 0 whether computed or not.  At bq = bk = 128 this computes
- * 10624 of a diagonal tile's 16384 cells. */
-#define AC_EDGE_ROWS 30
+ * groups of kern->edge_rows rows, each group's products only as far as the
+ * last of the tile's cols keys (from j0) its last row sees, rounded up to 16
+ * columns (whole vectors on every ISA): 0 when it sees none.  The keys past
+ * that are hidden from every row of the group, so the mask sets their scores
+ * to -inf and their weights are 0 whether computed or not.  At bq = bk = 128
+ * and 30 rows a group this computes 10624 of a diagonal tile's 16384 cells. */
 static inline int64_t ac_vis_edge_cols(const ac_vis *v, int64_t last_row, int64_t j0,
                                        int64_t cols) {
     int64_t c = ac_vis_hi(v, last_row) - j0;

@@ -262,6 +262,7 @@ const ac_kernels ac_kernels_avx2 = {
      * everywhere, 64×64 up to 12% slower. */
     .block_q = 128, .block_k = 128,
     .kt_pad = QK_C * 8,
+    .edge_rows = 5 * QK_R,
     AC_KERNEL_SETS(avx2),
     .i8dot = &ac_i8dot_avx2, /* int8 decode by vpmaddwd (kern_avx2_i8dot.c) */
 };

@@ -236,6 +236,7 @@ const ac_kernels ac_kernels_avx512 = {
      * everywhere, 64×64 up to 12% slower. */
     .block_q = 128, .block_k = 128,
     .kt_pad = QK_C * 16,
+    .edge_rows = 5 * QK_R,
     AC_KERNEL_SETS(avx512),
     .bf16dot = &ac_bf16dot_avx512, /* where the CPU has AVX512_BF16 (its own supported()) */
     .i8dot = &ac_i8dot_avx512,     /* where the CPU has AVX512_VNNI (its own supported()) */

@@ -240,6 +240,7 @@ const ac_kernels ac_kernels_neon = {
      * the larger ones of Apple's cores.  Not tuned on ARM hardware. */
     .block_q = 128, .block_k = 128,
     .kt_pad = QK_C * 4,
+    .edge_rows = 6 * QK_R,
     AC_KERNEL_SETS(neon),
 };
 
