@@ -38,7 +38,11 @@
 
 #include "kern_avx2_sums.h"
 
-#define KEYS_AHEAD 16 /* keys ahead that the K stream is prefetched */
+/* Each stream is prefetched twice: into L1 a few keys ahead of its loads
+ * (KEYS_AHEAD for K, PV_KEYS for V), and into L2 far ahead (KEYS_FAR,
+ * PV_FAR), as kern_avx512_i8dot.c does. */
+#define KEYS_AHEAD 16 /* keys ahead that the K stream is prefetched into L1 */
+#define KEYS_FAR 128  /* and into L2 */
 
 /* The lane mask of the first n of 8 float32 lanes (for maskload/maskstore). */
 static inline __m256i first8(int64_t n) {
@@ -102,7 +106,10 @@ static inline __attribute__((always_inline)) void dot_lanes(int rows, int keys, 
         }                                                                                        \
     } while (0)
     for (int64_t t = 0; t < d; t += 64) /* the keys KEYS_AHEAD on, a line at a time */
-        for (int u = 0; u < keys; u++) __builtin_prefetch(k + (u + KEYS_AHEAD) * ldk + t);
+        for (int u = 0; u < keys; u++) {
+            __builtin_prefetch(k + (u + KEYS_AHEAD) * ldk + t);
+            __builtin_prefetch(k + (u + KEYS_FAR) * ldk + t, 0, 1);
+        }
     int64_t t = 0;
     for (; t + 16 <= d; t += 16) DOT_STEP(t, _mm_loadu_si128((const __m128i *)(k + u * ldk + t)));
     if (t < d) /* the last d % 16 values: q16 is zero past d, K is not read past it */
@@ -180,6 +187,7 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
  * weights, broadcast, into eight columns at once; a group is sixteen
  * columns, two accumulators, in order. */
 #define PV_KEYS 64
+#define PV_FAR 256 /* keys ahead that V is prefetched into L2 (as KEYS_FAR) */
 
 /* acc[i][2g], acc[i][2g+1] += the pair of keys whose 16 values of group g
  * are a and b (b zero for none), times each row's pair of weights tp. */
@@ -232,6 +240,8 @@ static inline __attribute__((always_inline)) void pv_block_rows(int rows, int gr
             const int8_t *va = v + t * ldv + c0, *vb = va + ldv;
             __builtin_prefetch(va + PV_KEYS * ldv);
             __builtin_prefetch(vb + PV_KEYS * ldv);
+            __builtin_prefetch(va + PV_FAR * ldv, 0, 1);
+            __builtin_prefetch(vb + PV_FAR * ldv, 0, 1);
             for (int g = 0; g < groups; g++)
                 pv_dot(rows, acc, g, wp, t / 2, _mm_loadu_si128((const __m128i *)(va + 16 * g)),
                        t + 1 < bt ? _mm_loadu_si128((const __m128i *)(vb + 16 * g))
