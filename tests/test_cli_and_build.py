@@ -134,3 +134,29 @@ def test_the_kernel_timing_tool_builds_and_times_each_isa():
     for isa in attncore.info()["isa_available"]:
         assert re.search(rf"^{isa}\s+roof\s+[\d.]+ GFLOP/s .*tile\s+\d+% of roof", r.stdout,
                          re.M), r.stdout
+
+
+@pytest.mark.slow
+def test_the_ab_tool_pairs_two_trees_in_workers_and_in_fresh_children():
+    """tools/ab.py against this checkout itself (an A/A run): both ways of pairing
+    give a row per case chosen, and every ratio is a time over a time of the
+    same code, so it is positive and finite; --cases that match none are refused."""
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    isa = attncore.info()["isa"]
+    for how in ([], ["--fresh"]):
+        r = subprocess.run([sys.executable, os.path.join(root, "tools", "ab.py"), root, "--isa",
+                            isa, "--rounds", "2", "--repeats", "1", "--pause", "0", "--cases",
+                            "tiny", "small", *how], capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        rows = re.findall(r"^(decode m=64 H 4/4 d=16 \(tiny\)|prefill n=256 causal \(small\))"
+                          r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s", r.stdout, re.M)
+        assert [row[0] for row in rows] == ["decode m=64 H 4/4 d=16 (tiny)",
+                                            "prefill n=256 causal (small)"], r.stdout
+        assert all(0 < float(x) < float("inf") for row in rows for x in row[1:]), r.stdout
+        assert f"ISA {isa}" in r.stdout
+    r = subprocess.run([sys.executable, os.path.join(root, "tools", "ab.py"), root, "--isa", isa,
+                        "--rounds", "1", "--cases", "no such case"], capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode != 0 and "no case matches" in r.stderr, (r.stdout, r.stderr[-3000:])
