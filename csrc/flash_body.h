@@ -22,8 +22,10 @@
  * wholly below the band, so the cost grows as n·w; only blocks crossing an
  * edge of the band (or under a boolean mask) are masked.  Memory: one
  * (bq, bk) tile and 3·bq numbers per thread, and one packed copy (laid out
- * for the micro-kernel) of the K blocks inside the band, per call: O(m·d)
- * in general, O((n + w)·d) under a window, whatever m is.
+ * for the micro-kernel) of the K blocks inside the band, per call (and one of
+ * the V blocks, widened from 16 bits or, for a V of reals off its cache
+ * lines, aligned): O(m·d) in general, O((n + w)·d) under a window, whatever
+ * m is.
  *
  * Needs tiles_body.h and decode_body.h included before it.
  */
@@ -52,7 +54,8 @@ typedef struct {
     const real *q;             /* (rows, dk), rows a->q_stride[2] apart */
     const real *kp;            /* the kv head's packed band of K blocks, psize values apart */
     const kvreal *v;           /* the kv head's V (m, dv), rows a->v_stride[2] apart */
-    const real *vw;            /* a 16-bit V: its band widened, bk·dv a block; else NULL */
+    const real *vw;            /* V's band widened (16-bit) or copied (v_copy_pays), bk·dv
+                                * a block; else NULL */
     const unsigned char *vfin; /* is each V block of the band finite? */
     const float *ks, *vs;      /* an int8 cache: the kv head's key and value scales (m) */
     int64_t kb0;               /* the band's first block: kp and vfin start there */
@@ -132,8 +135,9 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
                       jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0);
         if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->vs + j0); /* after l: see int8.c */
-        /* pass 3: accumulate P·V (a 16-bit V from its widened copy, where no hidden
-         * key's inf/NaN value can reach a row: the float32 kernel, no conversions) */
+        /* pass 3: accumulate P·V (V from its widened or aligned copy where there is
+         * one and no hidden key's inf/NaN value can reach a row: the kernel on
+         * reals, no conversions) */
         if (edge && t->vfin[blk]) { /* the diagonal, V finite: the weights past
                                      * each group's keys are 0, and left out */
             for (int64_t g0 = 0; g0 < rows; g0 += group) {
@@ -158,6 +162,32 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
             sink_fold((real)vis->sinks[0], w->mi + r, w->li + r, t->out + r * dv, dv);
     online_finish(rows, w->mi, w->li, t->out, dv, t->lse);
     return counts;
+}
+
+/* Is a V of reals (not a 16-bit or int8 cache) worth copying into the band,
+ * rows dv apart from a cache line on?  Where some row or head does not start
+ * on a line and the copy's rows would (dv·sizeof(real) a multiple of 64), the
+ * rows are at least AC_VCOPY_MIN_ROW_BYTES long, and each V block is read by
+ * at least AC_VCOPY_MIN_READS Q blocks: the copy costs a read and a write of
+ * V, each read of a block a P·V over it.  Pairs of calls in one process, the
+ * copy against none (Intel Xeon, 2 threads, B = 1, H = 8, a V 16 bytes past
+ * its lines as NumPy lays it): d = 128 ran 1.01-1.06x as fast on AVX-512
+ * (n = 512-2048, full and causal, MHA and GQA 32/8) and 1.00-1.04x on AVX2;
+ * d = 64 0.98-1.01x on both, so rows of 256 bytes are left as they are. */
+#ifndef AC_VCOPY_MIN_READS
+#define AC_VCOPY_MIN_READS 4
+#endif
+#ifndef AC_VCOPY_MIN_ROW_BYTES
+#define AC_VCOPY_MIN_ROW_BYTES 512
+#endif
+static int v_copy_pays(const ac_attn_args *a, const kvreal *v, int64_t reads) {
+    if (KV_WIDEN_V || KV_SCALES || sizeof(kvreal) != sizeof(real)) return 0;
+    const int64_t row_bytes = a->dv * (int64_t)sizeof(real);
+    if (reads < AC_VCOPY_MIN_READS || row_bytes < AC_VCOPY_MIN_ROW_BYTES || row_bytes % 64 != 0)
+        return 0;
+    const int64_t line = 64 / (int64_t)sizeof(kvreal);
+    return (uintptr_t)v % 64 != 0 || a->v_stride[0] % line != 0 || a->v_stride[1] % line != 0 ||
+           a->v_stride[2] % line != 0;
 }
 
 int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kvreal *v,
@@ -187,9 +217,14 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     ac_ws_part(&ws, &kpack, ac_product(nslots, psize), sizeof *kpack);
     /* A 16-bit V is widened once per call, as K is packed, rather than once per
      * load in every Q block's P·V (a conversion per vector a tile row group
-     * reads: bfloat16 prefill 0.84-0.88x the float32 one on AVX2 before) */
+     * reads: bfloat16 prefill 0.84-0.88x the float32 one on AVX2 before).
+     * A V of reals is copied so too where its rows do not start on a cache
+     * line and each block is read by enough Q blocks to repay the copy
+     * (v_copy_pays): NumPy's arrays start 16 bytes past a line, so every
+     * 64-byte load of such a V spans two. */
     const int64_t vsz = bk * a->dv;
-    if (KV_WIDEN_V) ac_ws_part(&ws, &vwide, ac_product(nslots, vsz > 0 ? vsz : 1), sizeof *vwide);
+    const int widen = KV_WIDEN_V || v_copy_pays(a, v, group * nqb);
+    if (widen) ac_ws_part(&ws, &vwide, ac_product(nslots, vsz > 0 ? vsz : 1), sizeof *vwide);
     ac_ws_part(&ws, &vfin, nslots, sizeof *vfin);
     if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
     band_blocks(a, bk, kb0, kb1);
@@ -204,7 +239,7 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
     {
         pack_band(kern, a, k, a->k_stride, a->dk, bk, psize, kb0, kb1, nband, kpack, &stop);
         finite_band(a, v, bk, kb0, kb1, nband, vfin, &stop);
-        if (KV_WIDEN_V) widen_band(a, v, bk, kb0, kb1, nband, vwide, &stop);
+        if (widen) widen_band(a, v, bk, kb0, kb1, nband, vwide, &stop);
         ac_team_finish(&stop, &arrived_prep);
         flash_scratch w;
         if (!flash_scratch_carve(&w, bq, bk)) ac_team_failed(&failed);
@@ -221,7 +256,7 @@ int FN(ac_flash)(const ac_attn_args *a, const real *q, const kvreal *k, const kv
                 .q = q_head(q, a->q_stride, b, h) + i0 * a->q_stride[2],
                 .kp = kpack + slot0 * psize,
                 .v = kv_head(v, a->v_stride, b, hk),
-                .vw = KV_WIDEN_V ? vwide + slot0 * vsz : NULL,
+                .vw = widen ? vwide + slot0 * vsz : NULL,
                 .vfin = vfin + slot0,
                 .ks = KV_SCALES ? scale_head(a->k_scale, a->kscale_stride, b, hk) : NULL,
                 .vs = KV_SCALES ? scale_head(a->v_scale, a->vscale_stride, b, hk) : NULL,

@@ -190,13 +190,24 @@ def workspace(fn):
     return _core.workspace_peak() - base
 
 
+def off_line(a, offset=16):
+    """A copy of `a` whose data starts `offset` bytes past a 64-byte line."""
+    buf = np.empty(a.nbytes + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 @pytest.mark.parametrize("n", [33, 200])
 def test_a_narrow_window_packs_the_band_not_all_of_k(isa, n):
     # 32 rows or fewer go to split-KV decode (no packing); from 33 the blockwise kernel
     q = np.random.default_rng(0).standard_normal((1, n, 16)).astype(np.float32)
     seen = {}
     for m in (2**12, 2**20):
-        k = np.ones((1, m, 16), np.float32)
+        # 16 bytes past a cache line, as NumPy's large arrays lie, for both m: whether
+        # the kernel copies V into the band too depends on where its rows start
+        k = off_line(np.ones((1, m, 16), np.float32))
         seen[m] = workspace(lambda: attncore.attention(q, k, k, causal=True, window=16))
         out, lse = attncore.attention(q, k, k, causal=True, window=16, return_lse=True)
         dout = np.ones_like(out)
@@ -334,3 +345,45 @@ def test_memcheck_judges_by_the_extension_file_not_a_word_in_its_path():
     assert not memcheck.ours([Frame(numpy_in_attncore_venv, "init_string_ufuncs")])
     assert memcheck.ours([Frame(numpy_in_attncore_venv), Frame(_core.__file__)])
     assert memcheck.ours([Frame("/usr/lib/libc.so.6", "ac_flash_f32")])
+
+
+# ---- a V whose rows do not start on a cache line is copied into the band ----------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", [dict(), dict(causal=True), dict(causal=True, window=40),
+                                dict(bias=True), dict(nonfinite=True)], ids=str)
+def test_a_v_off_its_cache_lines_gives_the_same_bits_as_one_on_them(isa, dtype, kw):
+    """NumPy's large arrays start 16 bytes past a line; the blockwise kernel then
+    copies V into an aligned band (rows of 512 bytes or more, each block read by
+    enough Q blocks), which must change no bit of the result: the same P·V over
+    the same values."""
+    kw = dict(kw)
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 4, 300, 128)).astype(dtype)
+    k = rng.standard_normal((2, 2, 300, 128)).astype(dtype)
+    v = rng.standard_normal((2, 2, 300, 128)).astype(dtype)
+    if kw.pop("bias", False):
+        kw["bias"] = rng.standard_normal((300, 300)).astype(dtype)
+    if kw.pop("nonfinite", False):  # inf and NaN in V: those blocks take the masked path
+        v[0, 1, 7, 3], v[1, 0, 290, 0] = np.inf, np.nan
+    got = {off: attncore.attention(q, k, off_line(v, off), return_lse=True, **kw)
+           for off in (0, 16, 8)}
+    for off in (16, 8):
+        for a, b in zip(got[0], got[off]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_the_copy_of_an_off_line_v_is_made_and_only_where_it_repays(isa):
+    """The copy shows in the workspace: one band of V more (here all of it) for a
+    V off its lines, none for one on them; none where few Q blocks read each V
+    block (40 queries), for rows of 256 bytes (d = 64), or for rows that could
+    not start on a line (d = 136)."""
+    def extra(n, d, dtype=np.float32):
+        q, v = np.ones((1, 2, n, d), dtype), np.ones((1, 2, 512, d), dtype)
+        return (workspace(lambda: attncore.attention(q, v, off_line(v, 16))) -
+                workspace(lambda: attncore.attention(q, v, off_line(v, 0))))
+
+    assert extra(512, 128) >= 2 * 512 * 128 * 4
+    assert extra(512, 64, np.float64) >= 2 * 512 * 64 * 8
+    assert extra(40, 128) == extra(512, 64) == extra(512, 136) == 0
