@@ -205,8 +205,9 @@ def test_a_narrow_window_packs_the_band_not_all_of_k(isa, n):
     q = np.random.default_rng(0).standard_normal((1, n, 16)).astype(np.float32)
     seen = {}
     for m in (2**12, 2**20):
-        # 16 bytes past a cache line, as NumPy's large arrays lie, for both m: whether
-        # the kernel copies V into the band too depends on where its rows start
+        # 16 bytes past a cache line, as NumPy's large arrays lie, for both m: whether the
+        # kernel copies V into the band depends on where its rows start (not at d = 16,
+        # whose rows are too short), and this compares the packing of K alone
         k = off_line(np.ones((1, m, 16), np.float32))
         seen[m] = workspace(lambda: attncore.attention(q, k, k, causal=True, window=16))
         out, lse = attncore.attention(q, k, k, causal=True, window=16, return_lse=True)
