@@ -137,18 +137,24 @@ def test_the_kernel_timing_tool_builds_and_times_each_isa():
 
 
 @pytest.mark.slow
-def test_the_ab_tool_pairs_two_trees_in_workers_and_in_fresh_children():
-    """tools/ab.py against this checkout itself (an A/A run): both ways of pairing
-    give a row per case chosen, and every ratio is a time over a time of the
-    same code, so it is positive and finite; --cases that match none are refused."""
+def test_the_ab_tool_pairs_two_trees_in_workers_and_in_fresh_children(tmp_path):
+    """tools/ab.py against the attncore under test itself (an A/A run): both ways
+    of pairing give a row per case chosen, and every ratio is a time over a time
+    of the same code, so it is positive and finite; --cases that match none are
+    refused.  The tool imports attncore from each tree it is given, so the tree
+    here is a folder holding a link to the package this test imports (built in
+    place or installed)."""
     import re
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tree = str(tmp_path)
+    os.symlink(os.path.dirname(os.path.abspath(attncore.__file__)), tmp_path / "attncore")
     isa = attncore.info()["isa"]
     for how in ([], ["--fresh"]):
-        r = subprocess.run([sys.executable, os.path.join(root, "tools", "ab.py"), root, "--isa",
-                            isa, "--rounds", "2", "--repeats", "1", "--pause", "0", "--cases",
-                            "tiny", "small", *how], capture_output=True, text=True, timeout=900)
+        r = subprocess.run([sys.executable, os.path.join(root, "tools", "ab.py"), tree, tree,
+                            "--isa", isa, "--rounds", "2", "--repeats", "1", "--pause", "0",
+                            "--cases", "tiny", "small", *how], capture_output=True, text=True,
+                           timeout=900)
         assert r.returncode == 0, r.stderr[-3000:]
         rows = re.findall(r"^(decode m=64 H 4/4 d=16 \(tiny\)|prefill n=256 causal \(small\))"
                           r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s", r.stdout, re.M)
@@ -156,7 +162,7 @@ def test_the_ab_tool_pairs_two_trees_in_workers_and_in_fresh_children():
                                             "prefill n=256 causal (small)"], r.stdout
         assert all(0 < float(x) < float("inf") for row in rows for x in row[1:]), r.stdout
         assert f"ISA {isa}" in r.stdout
-    r = subprocess.run([sys.executable, os.path.join(root, "tools", "ab.py"), root, "--isa", isa,
-                        "--rounds", "1", "--cases", "no such case"], capture_output=True,
+    r = subprocess.run([sys.executable, os.path.join(root, "tools", "ab.py"), tree, tree, "--isa",
+                        isa, "--rounds", "1", "--cases", "no such case"], capture_output=True,
                        text=True, timeout=900)
     assert r.returncode != 0 and "no case matches" in r.stderr, (r.stdout, r.stderr[-3000:])
