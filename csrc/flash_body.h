@@ -181,7 +181,7 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
 #define AC_VCOPY_MIN_ROW_BYTES 512
 #endif
 static int v_copy_pays(const ac_attn_args *a, const kvreal *v, int64_t reads) {
-    if (KV_WIDEN_V || KV_SCALES || sizeof(kvreal) != sizeof(real)) return 0;
+    if (sizeof(kvreal) != sizeof(real)) return 0; /* a 16-bit V (widened anyway) or int8 */
     const int64_t row_bytes = a->dv * (int64_t)sizeof(real);
     if (reads < AC_VCOPY_MIN_READS || row_bytes < AC_VCOPY_MIN_ROW_BYTES || row_bytes % 64 != 0)
         return 0;
