@@ -30,7 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# What each child runs: name -> (setup code, the timed expression).
+# What each child runs: its inputs, then name -> the timed call (all of them once,
+# fresh; or, a worker, the one named on each line it reads).
 CHILD = r"""
 import json, sys, time
 import numpy as np
@@ -208,7 +209,8 @@ def main(argv=None) -> int:
         for case, rs in ratios.items():
             b = statistics.median(times["base"][case]) * 1e3
             n = statistics.median(times["new"][case]) * 1e3
-            q1, _, q3 = statistics.quantiles(rs, n=4, method="inclusive") if len(rs) > 1 else (rs[0], 0, rs[0])
+            q1, _, q3 = (statistics.quantiles(rs, n=4, method="inclusive") if len(rs) > 1
+                         else (rs[0], rs[0], rs[0]))
             print(f"{case:<30} {b:9.2f} {n:9.2f} {statistics.median(rs):9.3f}  "
                   f"{q1:.3f}–{q3:.3f}  {min(rs):.3f}–{max(rs):.3f}")
     return 0
