@@ -45,10 +45,27 @@
 
 static inline uint32_t pair(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
 
-/* kp = a K block (bk keys of d values, ldk apart) as d-pairs, (dp, ldkt). */
+/* kp = a K block (bk keys of d values, ldk apart) as d-pairs, (dp, ldkt).
+ * Each pair is two neighbouring bfloat16 of a key, one 32-bit word: a row of
+ * kp gathers that word from 16 keys at once (the keys past the block as 0).
+ * An odd d's last pair would read past its key's row, so it is built by hand,
+ * as is everything when 16 keys' offsets do not fit the gather's 32 bits. */
 static void pack_k(int64_t bk, int64_t d, const uint16_t *k, int64_t ldk, uint32_t *kp) {
     const int64_t ldkt = AC_BF16DOT_LDKT(bk), dp = (d + 1) / 2;
-    for (int64_t p = 0; p < dp; p++) {
+    const int64_t whole = ldk <= INT32_MAX / VL && ldk >= -(INT32_MAX / VL) ? d / 2 : 0;
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)(whole ? ldk : 0)));
+    for (int64_t p = 0; p < whole; p++)
+        for (int64_t c = 0; c < ldkt; c += VL) {
+            const int64_t left = bk - c;
+            const __mmask16 m = left >= VL ? (__mmask16)0xFFFF
+                                : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+            const void *base = k + (left > 0 ? c : 0) * ldk + 2 * p;
+            _mm512_storeu_si512(kp + p * ldkt + c,
+                                _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 2));
+        }
+    for (int64_t p = whole; p < dp; p++) {
         uint32_t *row = kp + p * ldkt;
         const int64_t t = 2 * p;
         for (int64_t c = 0; c < bk; c++)
@@ -80,12 +97,18 @@ static void pack_v(int64_t bk, int64_t dv, const uint16_t *v, int64_t ldv, uint3
     }
 }
 
-/* qp = Q rows (bfloat16, ldq apart) as d-pairs, (rows, dp), an odd d padded with 0. */
+/* qp = Q rows (bfloat16, ldq apart) as d-pairs, (rows, dp), an odd d padded
+ * with 0.  For an even d a row's pairs are its values as they lie. */
 static void pack_q(int64_t rows, int64_t d, const uint16_t *q, int64_t ldq, uint32_t *qp) {
     const int64_t dp = (d + 1) / 2;
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r = 0; r < rows; r++) {
+        if (d % 2 == 0) {
+            __builtin_memcpy(qp + r * dp, q + r * ldq, (size_t)d * sizeof *q);
+            continue;
+        }
         for (int64_t p = 0; p < dp; p++)
             qp[r * dp + p] = pair(q[r * ldq + 2 * p], 2 * p + 1 < d ? q[r * ldq + 2 * p + 1] : 0);
+    }
 }
 
 /* ---- S = scale · Q·Kᵀ ---------------------------------------------------- */

@@ -239,6 +239,26 @@ def _agree(rng, n, m, d, dv, bk):
                                   widened_path(z, k, vi, block_k=bk))
 
 
+@pytest.mark.parametrize("d", [64, 33, 2])
+def test_dot_products_take_any_layout(isa, rng, d):
+    # K and V reversed along the keys (negative strides), heads interleaved with the keys
+    # ((B, m, H, d) transposed: keys H·d apart) and q strided: the packing reads them all
+    # to the same bits as contiguous copies
+    attncore._core.bf16dot_choose(1)
+    try:
+        q = attncore.to_bfloat16(rng.standard_normal((2, 70, 4, d))).transpose(0, 2, 1, 3)
+        k = attncore.to_bfloat16(rng.standard_normal((2, 150, 2, d))).transpose(0, 2, 1, 3)
+        v = attncore.to_bfloat16(rng.standard_normal((2, 2, 150, d)))[:, :, ::-1]
+        for kk in (k, k[:, :, ::-1]):
+            for causal in (False, True):
+                got = attncore.attention(q, kk, v, causal=causal, out_dtype=np.float32)
+                want = attncore.attention(*(np.ascontiguousarray(a) for a in (q, kk, v)),
+                                          causal=causal, out_dtype=np.float32)
+                np.testing.assert_array_equal(got, want)
+    finally:
+        attncore._core.bf16dot_choose(-1)
+
+
 def test_dot_products_keep_hidden_values_out(isa, rng):
     attncore._core.bf16dot_choose(1)
     try:

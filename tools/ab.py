@@ -2,7 +2,8 @@
 
 A refactor of the core must leave its speed alone.  This times a fixed set of
 calls (prefill, causal prefill, decode with a float32, a float16 and an int8 cache,
-backward, naive) in two checkouts, each with its extension built in place:
+backward, naive, bfloat16 prefill) in two checkouts, each with its extension built
+in place:
 
     python tools/ab.py /path/to/base [/path/to/new] [--isa avx2 avx512] [--rounds 7]
 
@@ -57,6 +58,7 @@ def int8_cache(Hkv):
     cache.append(*qkv(1, Hkv, Hkv, 1, 8192, 128)[1:])
     return cache
 i8 = {Hkv: int8_cache(Hkv) for Hkv in (8, 32)}
+bf = {d: [attncore.to_bfloat16(a) for a in qkv(1, 8, 8, 1024, 1024, d)] for d in (64, 128)}
 cases = {
     "prefill n=1024": lambda: attncore.attention(*pre),
     "prefill n=1024 causal": lambda: attncore.attention(*pre, causal=True),
@@ -68,6 +70,9 @@ cases = {
     "prefill n=256 causal (small)": lambda: attncore.attention(*small, causal=True),
     "backward n=512 causal": lambda: attncore.attention_backward(*bwd, out, lse, dout, causal=True),
     "naive n=512": lambda: attncore.attention(*nv, method="naive"),
+    "bf16 prefill n=1024 d=64": lambda: attncore.attention(*bf[64]),
+    "bf16 prefill n=1024 d=64 causal": lambda: attncore.attention(*bf[64], causal=True),
+    "bf16 prefill n=1024 d=128 causal": lambda: attncore.attention(*bf[128], causal=True),
 }
 def fastest(fn, repeats):
     t = []

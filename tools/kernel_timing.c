@@ -15,7 +15,9 @@
  * (n keys), as the kernel does, once without and once with its prefetch of
  * the next block during the exp pass.  The gap between cache and stream is the cost of
  * reaching K and V beyond L1/L2.  (perf counters are not available on every
- * machine; this needs none.)
+ * machine; this needs none.)  Where the CPU has AVX512_BF16, the bfloat16
+ * dot-product kernels (kern_avx512_bf16.c) on the same tile follow, with P
+ * rounded to pairs as a fourth pass, against the vdpbf16ps roof.
  */
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +104,63 @@ static void one_isa(const char *isa, int bq, int bk, int d, int n) {
     free(q), free(k), free(v), free(kp), free(s), free(o), free(rmax);
 }
 
+/* The bfloat16 dot-product kernels (kern_avx512_bf16.c) on the same tile,
+ * against the one-thread vdpbf16ps roof: qk, exp, P rounded to pairs, pv. */
+static void bf16dot_tile(int bq, int bk, int d) {
+    const ac_bf16dot_ops *dot = ac_kernels_active()->bf16dot;
+    if (!dot || !dot->supported || !dot->supported()) return;
+    const int64_t dp = (d + 1) / 2, ldkt = AC_BF16DOT_LDKT(bk), ldvp = AC_BF16DOT_LDVP(d);
+    const int64_t ldpp = (bk + 1) / 2;
+    float *q = randoms((int64_t)bq * d), *k = randoms((int64_t)bk * d), *v = randoms((int64_t)bk * d);
+    uint16_t *q16 = malloc((size_t)bq * d * 2), *k16 = malloc((size_t)bk * d * 2);
+    uint16_t *v16 = malloc((size_t)bk * d * 2);
+    ac_to_bf16(q, q16, (int64_t)bq * d, 1);
+    ac_to_bf16(k, k16, (int64_t)bk * d, 1);
+    ac_to_bf16(v, v16, (int64_t)bk * d, 1);
+    uint32_t *qp = aligned_alloc(64, (size_t)(bq * dp * 4 + 63) / 64 * 64);
+    uint32_t *kp = aligned_alloc(64, (size_t)(dp * ldkt * 4 + 63) / 64 * 64);
+    uint32_t *vp = aligned_alloc(64, (size_t)(ldpp * ldvp * 4 + 63) / 64 * 64);
+    uint32_t *pp = aligned_alloc(64, (size_t)(bq * ldpp * 4 + 63) / 64 * 64);
+    float *s = randoms((int64_t)bq * bk), *o = randoms((int64_t)bq * d), *rmax = randoms(bq);
+    dot->pack_q(bq, d, q16, d, qp);
+    dot->pack_k(bk, d, k16, d, kp);
+    dot->pack_v(bk, d, v16, d, vp);
+    const ac_kernels *kern = ac_kernels_active();
+    int64_t flops;
+    double best[4] = {1e9, 1e9, 1e9, 1e9}, roof = 0;
+    const int reps = 200;
+    for (int round = 0; round < 5; round++) {
+        double t[5];
+        t[0] = now();
+        dot->dot_probe(10000000, &flops);
+        const double tr = now();
+        if (flops / (tr - t[0]) > roof) roof = flops / (tr - t[0]);
+        t[0] = now();
+        for (int r = 0; r < reps; r++) {
+            for (int i = 0; i < bq; i++) rmax[i] = -INFINITY;
+            dot->qk(bq, bk, dp, qp, dp, kp, bk, 0.125f, s, bk, rmax);
+        }
+        t[1] = now();
+        for (int r = 0; r < reps; r++)
+            for (int i = 0; i < bq; i++) kern->f32.expsum(s + i * bk, bk, rmax[i] + 1.0f);
+        t[2] = now();
+        for (int r = 0; r < reps; r++) dot->p_pairs(bq, bk, s, bk, pp, ldpp);
+        t[3] = now();
+        for (int r = 0; r < reps; r++) dot->pv(bq, ldpp, d, pp, ldpp, vp, ldvp, o, d);
+        t[4] = now();
+        for (int p = 0; p < 4; p++)
+            if ((t[p + 1] - t[p]) / reps < best[p]) best[p] = (t[p + 1] - t[p]) / reps;
+    }
+    const double fl = 2.0 * bq * bk * d, tile = best[0] + best[1] + best[2] + best[3];
+    printf("bf16dot roof %6.1f GFLOP/s (1 thread) | qk %5.1f us %3.0f%% | exp %5.1f us | pairs %5.1f "
+           "us | pv %5.1f us %3.0f%% | tile %3.0f%% of roof, exp %2.0f%% of it\n",
+           roof / 1e9, best[0] * 1e6, 100 * fl / best[0] / roof, best[1] * 1e6, best[2] * 1e6,
+           best[3] * 1e6, 100 * fl / best[3] / roof, 100 * 2 * fl / tile / roof,
+           100 * best[1] / tile);
+    free(q), free(k), free(v), free(q16), free(k16), free(v16), free(qp), free(kp), free(vp);
+    free(pp), free(s), free(o), free(rmax);
+}
+
 int main(int argc, char **argv) {
     const int bq = argc > 1 ? atoi(argv[1]) : 128, bk = argc > 2 ? atoi(argv[2]) : 128;
     const int d = argc > 3 ? atoi(argv[3]) : 64, n = argc > 4 ? atoi(argv[4]) : 4096;
@@ -113,5 +172,6 @@ int main(int argc, char **argv) {
     const char *isas[] = {"avx512", "avx2", "scalar"};
     for (int i = 0; i < 3; i++)
         if (ac_isa_supported(isas[i])) one_isa(isas[i], bq, bk, d, n);
+    if (ac_set_isa("avx512") == AC_OK) bf16dot_tile(bq, bk, d);
     return 0;
 }
