@@ -158,21 +158,30 @@ def block_size(b, name: str) -> int:
 class Problem:
     """Validated attention inputs as (B, H, n, d) views, plus the shape to give back."""
 
-    q: np.ndarray
+    wide_q: np.ndarray | None  # q (None: bfloat16 queries, widened when q is first asked for)
     k: np.ndarray
     v: np.ndarray | None
     lead: tuple  # leading shape of the outputs: (..., H) or () for 2-D inputs
     batch: tuple  # the batch dims `...` alone
     scale: float
-    # 16-bit queries (k and v of their kind): q above is them widened to float32;
+    # 16-bit queries (k and v of their kind): q is them widened to float32;
     # this is the dtype they came in (float16, uint16 bits or ml_dtypes.bfloat16)
     q_half: np.dtype | None = None
-    q16: np.ndarray | None = None  # and those queries as they came, a 4-D view of their bits
+    q16: np.ndarray | None = None  # and bfloat16 queries as they came, a 4-D view of their bits
+
+    @property
+    def q(self) -> np.ndarray:
+        """The queries as the arithmetic's type.  bfloat16 queries are widened
+        here, on first use: the bfloat16 dot products read their bits (q16),
+        and a prefill's widening pass cost it 1-2 % of its time."""
+        if self.wide_q is None:
+            self.wide_q = kv_values(self.q16, np.dtype(np.float32))
+        return self.wide_q
 
     @property
     def dtype(self) -> np.dtype:
         """The dtype of the arithmetic and the outputs: the queries'."""
-        return self.q.dtype
+        return np.dtype(np.float32) if self.wide_q is None else self.wide_q.dtype
 
     @property
     def kv16(self) -> str | None:
@@ -181,7 +190,7 @@ class Problem:
 
     @property
     def shape(self):  # B, H, Hkv, n, m, dk, dv
-        B, H, n, dk = self.q.shape
+        B, H, n, dk = (self.q16 if self.wide_q is None else self.wide_q).shape
         Hkv, m = self.k.shape[1:3]
         dv = self.v.shape[3] if self.v is not None else 0
         return B, H, Hkv, n, m, dk, dv
@@ -224,11 +233,14 @@ def problem(q, k, v=None, *, scale=None, int8: bool = False) -> Problem:
             if kv16(q_half) == "bfloat16":  # its bits in native order, for the core
                 a = arrays["q"]
                 q16 = a.astype(np.uint16, copy=False) if a.dtype.kind == "u" else a.view(np.uint16)
-            arrays["q"] = kv_values(arrays["q"], np.dtype(np.float32))
+                arrays["q"] = q16  # widened by Problem.q when asked for
+            else:
+                arrays["q"] = kv_values(arrays["q"], np.dtype(np.float32))
         kinds = {kv16(a.dtype) for name, a in arrays.items() if name != "q"}
         if kinds != {None}:
             # a 16-bit KV cache: K and V both float16 or both bfloat16, queries float32
-            if arrays["q"].dtype.newbyteorder("=") != np.float32 or len(kinds) > 1:
+            if (q_half is None and arrays["q"].dtype.newbyteorder("=") != np.float32
+                    or len(kinds) > 1):
                 got = ", ".join(f"{n} {a.dtype}" for n, a in arrays.items())
                 raise TypeError(f"float16 or bfloat16 keys and values need float32 queries and "
                                 f"must come together, of one kind; got {got}")
@@ -272,7 +284,7 @@ def problem(q, k, v=None, *, scale=None, int8: bool = False) -> Problem:
         return fast_layout(fast_layout(a).reshape(B, h, rows, cols))
 
     return Problem(
-        q=four_d(qa, H, n, dk),
+        wide_q=None if q16 is not None else four_d(qa, H, n, dk),
         k=four_d(ka, Hkv, m, dk),
         v=four_d(arrays["v"], Hkv, m, dv) if v is not None else None,
         lead=qlead + ((H,) if qa.ndim > 2 else ()),

@@ -187,6 +187,17 @@ def test_byte_swapped_half_inputs(isa, dot, rng, kind):
         np.testing.assert_array_equal(attncore.from_bfloat16(swapped[0]), attncore.from_bfloat16(q))
 
 
+def test_bfloat16_queries_are_widened_only_when_asked_for(rng):
+    from attncore._problem import problem
+
+    q, k, v = qkv(rng, "bfloat16", n=5, m=7)
+    p = problem(q, k, v)
+    assert p.wide_q is None and p.dtype == np.float32 and p.shape == (2, 4, 2, 5, 7, 16, 16)
+    np.testing.assert_array_equal(p.q16, np.asarray(q).view(np.uint16))
+    np.testing.assert_array_equal(p.q, widen(q).astype(np.float32))  # widened now, once
+    assert p.q is p.wide_q
+
+
 def test_out_dtype_rules(rng):
     q, k, v = qkv(rng, "float16")
     f = widen(q).astype(np.float32)
