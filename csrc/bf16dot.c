@@ -14,7 +14,8 @@
  *   per tile:  S = scale · Q·Kᵀ (vdpbf16ps; products exact, float32 sums)
  *              → soft-cap, bias, ALiBi, masks on S as elsewhere
  *              → P = exp(S − m'), l = α·l + ΣP   (float32 P)
- *              → P rounded to bfloat16 as key pairs, O += P·V (vdpbf16ps).
+ *              → P rounded to bfloat16 as key pairs, O = α·O + P·V (vdpbf16ps;
+ *                O scaled by α as the kernel loads it).
  *
  * The rounding of P is the one error this adds to the widening kernels':
  * each weight within 2⁻⁹ of itself (relative), so each output within
@@ -72,6 +73,7 @@ static int widened(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
 /* One thread's scratch. */
 typedef struct {
     float *s, *mi, *li, *bmax; /* (bq, bk) scores then weights; per-row state */
+    float *alpha;              /* per row: the tile's α = exp(m - m'), for O */
     uint32_t *qp;              /* (bq, dp) the Q block as d-pairs */
     uint32_t *pp;              /* (bq, ⌈bk/2⌉) the weights as bfloat16 key pairs */
     ac_workspace ws;
@@ -83,6 +85,7 @@ static int dot_scratch_carve(dot_scratch *w, int64_t bq, int64_t bk, int64_t dp)
     ac_ws_part(&w->ws, &w->mi, bq, sizeof(float));
     ac_ws_part(&w->ws, &w->li, bq, sizeof(float));
     ac_ws_part(&w->ws, &w->bmax, bq, sizeof(float));
+    ac_ws_part(&w->ws, &w->alpha, bq, sizeof(float));
     ac_ws_part(&w->ws, &w->qp, bq * (dp > 0 ? dp : 1), sizeof(uint32_t));
     ac_ws_part(&w->ws, &w->pp, bq * ((bk + 1) / 2), sizeof(uint32_t));
     return ac_ws_carve(&w->ws) == AC_OK;
@@ -136,13 +139,18 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
             .v_row_bytes = L->ldvp * (int64_t)sizeof(uint32_t),
             .v_ld_bytes = L->ldvp * (int64_t)sizeof(uint32_t),
         };
+        /* O *= α is left to P·V, which scales O as it loads it (one pass over O
+         * a tile fewer) */
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
-                      jn < kv_end ? &next : NULL, NULL, 0, 0);
+                      jn < kv_end ? &next : NULL, NULL, 0, 0, w->alpha);
         if (t->vfin[blk] || (!edge && !vis->bias)) { /* no hidden key can meet an inf/NaN value */
             dot->p_pairs(rows, cols, w->s, bk, w->pp, ldpp);
             dot->pv(rows, (cols + 1) / 2, dv, w->pp, ldpp, t->vp + blk * L->vsize, L->ldvp, t->out,
-                    dv);
+                    dv, w->alpha);
         } else {
+            for (int64_t r = 0; r < rows; r++)
+                if (w->alpha[r] != 1)
+                    for (int64_t c = 0; c < dv; c++) t->out[r * dv + c] *= w->alpha[r];
             pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv,
                     t->out, dv, 0);
         }

@@ -85,7 +85,8 @@ static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const re
         if (vis.mods) modify_tile(kern, &vis, 0, rows, n, j0, cols, w->s, bk, 1);
         if (!ac_vis_clear(&vis, 0, n, j0, cols)) mask_tile(&vis, 0, rows, n, j0, cols, w->s, bk);
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
-        online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv, NULL, NULL, 0, 0);
+        online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv, NULL, NULL, 0, 0,
+                      NULL);
         if (KV_SCALES) scale_cols(w->s, bk, rows, cols, vs + j0); /* each value's, after l */
         KV_PV_TILE(kern, &vis, 0, rows, n, j0, cols, dv, w->s, bk, vh + j0 * ldv, ldv, o, dv, -1);
     }

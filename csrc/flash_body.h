@@ -133,7 +133,7 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
             .v_ld_bytes = t->vw ? dv * (int64_t)sizeof(real) : ldv * (int64_t)sizeof(kvreal),
         };
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
-                      jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0);
+                      jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, NULL);
         if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->vs + j0); /* after l: see int8.c */
         /* pass 3: accumulate P·V (V from its widened or aligned copy where there is
          * one and no hidden key's inf/NaN value can reach a row: the kernel on

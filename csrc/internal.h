@@ -114,8 +114,8 @@ typedef struct { /* int8 K and V, float32 arithmetic; the values as they are, un
  * pack_q: Q rows as d-pairs (rows, ⌈d/2⌉);  pack_k: a K block as d-pairs,
  * (⌈d/2⌉, AC_BF16DOT_LDKT(bk));  pack_v: a V block as key pairs
  * (⌈bk/2⌉, AC_BF16DOT_LDVP(dv));  qk: the float32 qk (no soft-cap) over
- * them;  p_pairs: P rounded to bfloat16, as key pairs;  pv: O += P·V over
- * them;  dot_probe: the vdpbf16ps roof.  supported: can this CPU run them
+ * them;  p_pairs: P rounded to bfloat16, as key pairs;  pv: O = α·O + P·V
+ * over them (α a row; NULL: 1);  dot_probe: the vdpbf16ps roof.  supported: can this CPU run them
  * (NULL: not built for this target). */
 typedef struct {
     int (*supported)(void);
@@ -127,7 +127,7 @@ typedef struct {
     void (*p_pairs)(int64_t rows, int64_t cols, const float *p, int64_t ldp, uint32_t *pp,
                     int64_t ldpp);
     void (*pv)(int64_t bq, int64_t bk2, int64_t dv, const uint32_t *pp, int64_t ldpp,
-               const uint32_t *vp, int64_t ldvp, float *o, int64_t ldo);
+               const uint32_t *vp, int64_t ldvp, float *o, int64_t ldo, const float *alpha);
     float (*dot_probe)(int64_t iters, int64_t *flops);
 } ac_bf16dot_ops;
 #define AC_BF16DOT_LDKT(bk) (((bk) + 63) / 64 * 64) /* keys a packed K pair row holds */
@@ -300,7 +300,7 @@ const ac_kernels *ac_kernels_active(void);
 void *ac_ws_alloc(int64_t count, int64_t elem_size);
 void ac_ws_free(void *p, int64_t count, int64_t elem_size);
 
-#define AC_WS_MAX_PARTS 6
+#define AC_WS_MAX_PARTS 8
 typedef struct {
     void *dst[AC_WS_MAX_PARTS]; /* where each part's pointer goes (a `T **`) */
     int64_t offset[AC_WS_MAX_PARTS];

@@ -62,8 +62,8 @@ static void pack_k(int64_t bk, int64_t d, const uint16_t *k, int64_t ldk, uint32
             const __mmask16 m = left >= VL ? (__mmask16)0xFFFF
                                 : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
             const void *base = k + (left > 0 ? c : 0) * ldk + 2 * p;
-            _mm512_storeu_si512(kp + p * ldkt + c,
-                                _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 2));
+            const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, base, 2);
+            _mm512_storeu_si512(kp + p * ldkt + c, g);
         }
     for (int64_t p = whole; p < dp; p++) {
         uint32_t *row = kp + p * ldkt;
@@ -225,14 +225,17 @@ static void p_pairs(int64_t rows, int64_t cols, const float *p, int64_t ldp, uin
 
 static inline __attribute__((always_inline)) void pv_tile(
     int rows, int nvec, int64_t bk2, const uint32_t *pp, int64_t ldpp, const uint32_t *vp,
-    int64_t ldvp, float *o, int64_t ldo, int64_t valid) {
+    int64_t ldvp, float *o, int64_t ldo, const float *alpha, int64_t valid) {
     __m512 acc[R][C];
     __mmask16 last = valid >= (int64_t)nvec * VL ? (__mmask16)0xFFFF
                                                 : (__mmask16)((1u << (valid - (nvec - 1) * VL)) - 1);
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < nvec; j++)
-            acc[i][j] = _mm512_maskz_loadu_ps(j == nvec - 1 ? last : (__mmask16)0xFFFF,
-                                              o + i * ldo + j * VL);
+    for (int i = 0; i < rows; i++) {
+        const __m512 a = _mm512_set1_ps(alpha ? alpha[i] : 1.0f); /* x·1 = x: no change */
+        for (int j = 0; j < nvec; j++) {
+            const __mmask16 k = j == nvec - 1 ? last : (__mmask16)0xFFFF;
+            acc[i][j] = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(k, o + i * ldo + j * VL));
+        }
+    }
     for (int64_t t = 0; t < bk2; t++) {
         __m512i vv[C];
         for (int j = 0; j < nvec; j++) vv[j] = _mm512_loadu_si512(vp + t * ldvp + j * VL);
@@ -248,21 +251,23 @@ static inline __attribute__((always_inline)) void pv_tile(
                                   acc[i][j]);
 }
 
-/* o (bq, dv; ldo apart) += P·V: pp (bq, bk2 pairs; ldpp apart) against vp
- * (bk2 pair rows of ldvp columns). */
+/* o (bq, dv; ldo apart) = α·o + P·V: pp (bq, bk2 pairs; ldpp apart) against vp
+ * (bk2 pair rows of ldvp columns); alpha one a row (NULL: 1), applied as o is
+ * loaded into the accumulators (the same product as a pass of o *= α before). */
 static void pv(int64_t bq, int64_t bk2, int64_t dv, const uint32_t *pp, int64_t ldpp,
-               const uint32_t *vp, int64_t ldvp, float *o, int64_t ldo) {
+               const uint32_t *vp, int64_t ldvp, float *o, int64_t ldo, const float *alpha) {
     for (int64_t c0 = 0; c0 < dv; c0 += W) {
         const int64_t valid = dv - c0 < W ? dv - c0 : W;
         const int nvec = (int)((valid + VL - 1) / VL);
         int64_t r0 = 0;
         if (nvec == C && valid == W)
             for (; r0 + R <= bq; r0 += R)
-                pv_tile(R, C, bk2, pp + r0 * ldpp, ldpp, vp + c0, ldvp, o + r0 * ldo + c0, ldo, W);
+                pv_tile(R, C, bk2, pp + r0 * ldpp, ldpp, vp + c0, ldvp, o + r0 * ldo + c0, ldo,
+                        alpha ? alpha + r0 : NULL, W);
         for (; r0 < bq; r0 += R) {
             const int rows = (int)(bq - r0 < R ? bq - r0 : R);
             pv_tile(rows, nvec, bk2, pp + r0 * ldpp, ldpp, vp + c0, ldvp, o + r0 * ldo + c0, ldo,
-                    valid);
+                    alpha ? alpha + r0 : NULL, valid);
         }
     }
 }

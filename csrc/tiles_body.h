@@ -209,11 +209,14 @@ static inline void online_start(int64_t rows, real *mi, real *li, real *o, int64
  * (a NaN row is NaN through the keys it sees either way).
  * The rows' α are taken together, by the kernels' vector exp over m - m' (held
  * in mi meanwhile): one libm exp a row and tile was 2 % of a causal prefill
- * call (AVX-512, n = 1024, d = 64).  bmax becomes m'. */
+ * call (AVX-512, n = 1024, d = 64).  bmax becomes m'.  alpha, if not NULL,
+ * takes each row's α (1 for a row with nothing visible yet) and O is left
+ * for the caller to scale (the bfloat16 dot products' P·V does it as it
+ * loads O). */
 static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t cols, real *s,
                                  int64_t lds, real *bmax, real *mi, real *li, real *o,
                                  int64_t dv, const ac_ahead_block *next, const ac_vis *edge,
-                                 int64_t i0, int64_t j0) {
+                                 int64_t i0, int64_t j0, real *alpha_out) {
     for (int64_t r = 0; r < rows; r++) {
         const real mnew = (bmax[r] > mi[r] || bmax[r] != bmax[r]) ? bmax[r] : mi[r];
         mi[r] = mi[r] - mnew; /* <= 0 or NaN; -inf on the first visible block */
@@ -225,6 +228,7 @@ static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t c
         real *sr = s + r * lds; /* (cols) */
         const real mnew = bmax[r], alpha = mi[r];
         mi[r] = mnew;
+        if (alpha_out) alpha_out[r] = mnew == -INFINITY ? 1 : alpha;
         if (mnew == -INFINITY) { /* nothing visible yet in this row */
             memset(sr, 0, (size_t)cols * sizeof(real));
             continue;
@@ -236,7 +240,7 @@ static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t c
             memset(sr + seen, 0, (size_t)(cols - seen) * sizeof(real));
         }
         li[r] = alpha * li[r] + kern->OPS.expsum(sr, seen, mnew);
-        if (alpha != 1)
+        if (alpha != 1 && !alpha_out)
             for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;
     }
 }

@@ -111,7 +111,8 @@ static void bf16dot_tile(int bq, int bk, int d) {
     if (!dot || !dot->supported || !dot->supported()) return;
     const int64_t dp = (d + 1) / 2, ldkt = AC_BF16DOT_LDKT(bk), ldvp = AC_BF16DOT_LDVP(d);
     const int64_t ldpp = (bk + 1) / 2;
-    float *q = randoms((int64_t)bq * d), *k = randoms((int64_t)bk * d), *v = randoms((int64_t)bk * d);
+    float *q = randoms((int64_t)bq * d), *k = randoms((int64_t)bk * d);
+    float *v = randoms((int64_t)bk * d);
     uint16_t *q16 = malloc((size_t)bq * d * 2), *k16 = malloc((size_t)bk * d * 2);
     uint16_t *v16 = malloc((size_t)bk * d * 2);
     ac_to_bf16(q, q16, (int64_t)bq * d, 1);
@@ -146,14 +147,14 @@ static void bf16dot_tile(int bq, int bk, int d) {
         t[2] = now();
         for (int r = 0; r < reps; r++) dot->p_pairs(bq, bk, s, bk, pp, ldpp);
         t[3] = now();
-        for (int r = 0; r < reps; r++) dot->pv(bq, ldpp, d, pp, ldpp, vp, ldvp, o, d);
+        for (int r = 0; r < reps; r++) dot->pv(bq, ldpp, d, pp, ldpp, vp, ldvp, o, d, NULL);
         t[4] = now();
         for (int p = 0; p < 4; p++)
             if ((t[p + 1] - t[p]) / reps < best[p]) best[p] = (t[p + 1] - t[p]) / reps;
     }
     const double fl = 2.0 * bq * bk * d, tile = best[0] + best[1] + best[2] + best[3];
-    printf("bf16dot roof %6.1f GFLOP/s (1 thread) | qk %5.1f us %3.0f%% | exp %5.1f us | pairs %5.1f "
-           "us | pv %5.1f us %3.0f%% | tile %3.0f%% of roof, exp %2.0f%% of it\n",
+    printf("bf16dot roof %6.1f GFLOP/s (1 thread) | qk %5.1f us %3.0f%% | exp %5.1f us | "
+           "pairs %5.1f us | pv %5.1f us %3.0f%% | tile %3.0f%% of roof, exp %2.0f%% of it\n",
            roof / 1e9, best[0] * 1e6, 100 * fl / best[0] / roof, best[1] * 1e6, best[2] * 1e6,
            best[3] * 1e6, 100 * fl / best[3] / roof, 100 * 2 * fl / tile / roof,
            100 * best[1] / tile);
