@@ -81,8 +81,9 @@ def test_every_position_of_a_row_gets_the_same_exp(isa, n):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_fast_and_the_general_finish_agree_bit_for_bit(isa, dtype):
     """AVX2 builds p·2^n from exponent bits in one add while every lane of a
-    vector is <= 87 (708 for double), and the general way otherwise: a value
-    gets the same bits whichever way its vector goes."""
+    vector is <= 87 (708 for double), AVX-512 takes scalef alone while every
+    lane also lies above ln(smallest normal), and both the general way
+    otherwise: a value gets the same bits whichever way its vector goes."""
     x = np.concatenate([np.linspace(-90, 90, 4001), np.linspace(705, 710, 2001)]).astype(dtype)
     alone = kernel_exp(x)
     big = np.asarray(710 if dtype == np.float64 else 88.5, dtype)
