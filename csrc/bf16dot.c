@@ -106,12 +106,20 @@ typedef struct {
     float *out, *lse;
 } dot_task;
 
+/* o (rows, dv) *= α, a row at a time (where P·V does not do it). */
+static void scale_rows(int64_t rows, const float *alpha, float *o, int64_t dv) {
+    for (int64_t r = 0; r < rows; r++)
+        if (alpha[r] != 1)
+            for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha[r];
+}
+
 static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const ac_attn_args *a,
                       const ac_vis *vis, const dot_layout *L, const dot_task *t, dot_scratch *w,
                       ac_stop *stop) {
     const int64_t m = a->m, dv = a->dv, rows = t->rows, i0 = t->i0, bk = L->bk;
     const int64_t ldv = a->v_stride[2], ldpp = (bk + 1) / 2;
     const float scale = (float)a->scale;
+    const int64_t group = kern->edge_rows > 0 ? kern->edge_rows : rows; /* on the diagonal */
     int64_t kv_begin, kv_end;
     ac_vis_keys(vis, i0, rows, bk, &kv_begin, &kv_end);
     dot->pack_q(rows, a->dk, t->q, a->q_stride[2], w->qp);
@@ -122,9 +130,22 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
         const int edge = !ac_vis_clear(vis, i0, rows, j0, cols);
         const int added = vis->bias || vis->alibi || vis->softcap > 0;
         const int fused = !edge && !added;
+        const uint32_t *kp = t->kp + blk * L->psize;
+        const int64_t pbk = m - j0 < bk ? m - j0 : bk;
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = -INFINITY;
-        dot->qk(rows, cols, L->dp, w->qp, L->dp, t->kp + blk * L->psize, m - j0 < bk ? m - j0 : bk,
-                scale, w->s, bk, fused ? w->bmax : NULL);
+        if (!edge) {
+            dot->qk(rows, cols, L->dp, w->qp, L->dp, kp, pbk, scale, w->s, bk,
+                    fused ? w->bmax : NULL);
+        } else { /* the diagonal, as flash_body.h: each group of rows as far as its
+                  * keys go (mask_tile hides the rest) */
+            for (int64_t g0 = 0; g0 < rows; g0 += group) {
+                const int64_t gr = rows - g0 < group ? rows - g0 : group;
+                const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
+                if (gc > 0)
+                    dot->qk(gr, gc, L->dp, w->qp + g0 * L->dp, L->dp, kp, pbk, scale,
+                            w->s + g0 * bk, bk, NULL);
+            }
+        }
         if (!fused) {
             if (added) modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, 1);
             if (edge) mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
@@ -142,15 +163,25 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
         /* O *= α is left to P·V, which scales O as it loads it (one pass over O
          * a tile fewer) */
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
-                      jn < kv_end ? &next : NULL, NULL, 0, 0, w->alpha);
-        if (t->vfin[blk] || (!edge && !vis->bias)) { /* no hidden key can meet an inf/NaN value */
+                      jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, w->alpha);
+        if (edge && t->vfin[blk]) { /* the diagonal, V finite: each group's weights
+                                     * past its keys are 0, and left out */
+            dot->p_pairs(rows, cols, w->s, bk, w->pp, ldpp);
+            for (int64_t g0 = 0; g0 < rows; g0 += group) {
+                const int64_t gr = rows - g0 < group ? rows - g0 : group;
+                const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
+                if (gc > 0)
+                    dot->pv(gr, (gc + 1) / 2, dv, w->pp + g0 * ldpp, ldpp,
+                            t->vp + blk * L->vsize, L->ldvp, t->out + g0 * dv, dv, w->alpha + g0);
+                else
+                    scale_rows(gr, w->alpha + g0, t->out + g0 * dv, dv);
+            }
+        } else if (t->vfin[blk] || (!edge && !vis->bias)) { /* no hidden key meets inf/NaN */
             dot->p_pairs(rows, cols, w->s, bk, w->pp, ldpp);
             dot->pv(rows, (cols + 1) / 2, dv, w->pp, ldpp, t->vp + blk * L->vsize, L->ldvp, t->out,
                     dv, w->alpha);
         } else {
-            for (int64_t r = 0; r < rows; r++)
-                if (w->alpha[r] != 1)
-                    for (int64_t c = 0; c < dv; c++) t->out[r * dv + c] *= w->alpha[r];
+            scale_rows(rows, w->alpha, t->out, dv);
             pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv,
                     t->out, dv, 0);
         }
