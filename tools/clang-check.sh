@@ -7,8 +7,8 @@
 #                                  scratch copy and runs the kernel tests on it, natively
 #
 # Installs clang and its OpenMP headers (Debian's clang and libomp-dev, as root) when missing;
-# the aarch64 target takes its C library headers from libc6-dev-arm64-cross, which
-# tools/arm64-test.sh installs (installed here too if missing).
+# the aarch64 target takes its C library headers from libc6-dev-arm64-cross, found through
+# gcc-aarch64-linux-gnu, which tools/arm64-test.sh installs (installed here too if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf 'clang-check: %s\n' "$*" >&2; }
@@ -18,6 +18,9 @@ need=()
 command -v clang >/dev/null || need+=(clang)
 [ -n "$(find /usr/lib/llvm-*/lib/clang -name omp.h 2>/dev/null | head -1)" ] || need+=(libomp-dev)
 [ -d /usr/aarch64-linux-gnu/include ] || need+=(libc6-dev-arm64-cross)
+# clang finds the aarch64 C library's headers through the cross gcc's installation: without
+# it, it falls back to the host's /usr/include and fails on bits/libc-header-start.h
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 if [ ${#need[@]} -gt 0 ]; then
     say "installing ${need[*]}"
     as_root apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
