@@ -334,9 +334,15 @@ static void pv_weights(int rows, int64_t bt, const float *p, int64_t ldp, int32_
  * is above 2^100 or below 2^-100 and not 0 (its rounding's scale would leave
  * float's range): then the widening kernel runs.  Decode's weights lie in
  * [0, max vs], so only values of an extreme size, or scores more than about
- * 69 below their row's max throughout a block, are declined. */
+ * 69 below their row's max throughout a block, are declined.  One row (MHA
+ * decode) is declined too: the pairs of V rows interleaved for vpdpwssd then
+ * serve that row alone, and the widening kernel was the faster there —
+ * as fast on an Intel Xeon (MHA step 1.01x, the build before this kernel
+ * against it), 0.84-0.88x the time on an AMD Zen 4 (in one process, 15
+ * rounds, H = 32, d = 128, m = 8192 and 32768). */
 static int pv_i8dot(int64_t bq, int64_t bk, int64_t dv, const float *p, int64_t ldp,
                     const int8_t *v, int64_t ldv, float *o, int64_t ldo) {
+    if (bq < 2) return 0;
     for (int64_t r = 0; r < bq; r++) /* first, before o is touched */
         for (int64_t t0 = 0; t0 < bk; t0 += PV_KEYS) {
             const int64_t bt = bk - t0 < PV_KEYS ? bk - t0 : PV_KEYS;
