@@ -115,8 +115,8 @@ typedef struct { /* int8 K and V, float32 arithmetic; the values as they are, un
  * (⌈d/2⌉, AC_BF16DOT_LDKT(bk));  pack_v: a V block as key pairs
  * (⌈bk/2⌉, AC_BF16DOT_LDVP(dv));  qk: the float32 qk (no soft-cap) over
  * them;  p_pairs: P rounded to bfloat16, as key pairs;  pv: O = α·O + P·V
- * over them (α a row; NULL: 1);  dot_probe: the vdpbf16ps roof.  supported: can this CPU run them
- * (NULL: not built for this target). */
+ * over them (α a row; NULL: 1);  dot_probe: the vdpbf16ps roof.  supported:
+ * can this CPU run them (NULL: not built for this target). */
 typedef struct {
     int (*supported)(void);
     void (*pack_q)(int64_t rows, int64_t d, const uint16_t *q, int64_t ldq, uint32_t *qp);
