@@ -198,6 +198,21 @@ def test_bfloat16_queries_are_widened_only_when_asked_for(rng):
     assert p.q is p.wide_q
 
 
+def test_the_dot_products_never_widen_the_queries(isa, rng, monkeypatch):
+    if not attncore._core.bf16dot_supported():
+        pytest.skip("the bfloat16 dot products do not run here")
+    from attncore._problem import Problem
+
+    q, k, v = qkv(rng, "bfloat16", n=70, m=130, d=64)
+    want = attncore.attention(q, k, v, causal=True)
+
+    def refused(self):
+        raise AssertionError("bfloat16 queries widened on the dot-product path")
+
+    monkeypatch.setattr(Problem, "q", property(refused))
+    np.testing.assert_array_equal(attncore.attention(q, k, v, causal=True), want)
+
+
 def test_out_dtype_rules(rng):
     q, k, v = qkv(rng, "float16")
     f = widen(q).astype(np.float32)
