@@ -13,13 +13,15 @@
  *   per task:  the Q block as d-pairs;
  *   per tile:  S = scale · Q·Kᵀ (vdpbf16ps; products exact, float32 sums)
  *              → soft-cap, bias, ALiBi, masks on S as elsewhere
- *              → P = exp(S − m'), l = α·l + ΣP   (float32 P)
- *              → P rounded to bfloat16 as key pairs, O = α·O + P·V (vdpbf16ps;
- *                O scaled by α as the kernel loads it).
+ *              → P = exp(S − m') as bfloat16 key pairs, l = α·l + ΣP (the
+ *                float32 P, before rounding; one pass, exp_pairs)
+ *              → O = α·O + P·V (vdpbf16ps; O scaled by α as the kernel loads it).
  *
  * The rounding of P is the one error this adds to the widening kernels':
  * each weight within 2⁻⁹ of itself (relative), so each output within
  * 2⁻⁹ · Σ_j p_j |v_j| / l ≤ 2⁻⁹ · max |v| of theirs (l sums the float32 P).
+ * (exp_pairs's exp is not the float32 kernels' but within 2·10⁻⁷ of e^x,
+ * relative: its part of that bound is 10⁴ times smaller.)
  * A tile whose V holds inf or NaN and whose mask or bias hides a key goes
  * through the widening P·V instead (pv_tile), so a hidden key's value never
  * reaches a row, as everywhere.
@@ -113,6 +115,26 @@ static void scale_rows(int64_t rows, const float *alpha, float *o, int64_t dv) {
             for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha[r];
 }
 
+/* online_update (tiles_body.h) for the dot products: the maxima and α the
+ * same, then each row's weights exp(S − m') straight to bfloat16 pairs
+ * (exp_pairs; S is left as it was), l = α·l + their float32 sum, and each
+ * row's α handed to P·V, which scales O as it loads it. */
+static void online_pairs(const ac_kernels *kern, const ac_bf16dot_ops *dot, int64_t rows,
+                         int64_t cols, const float *s, int64_t lds, float *bmax, float *mi,
+                         float *li, uint32_t *pp, int64_t ldpp, const ac_ahead_block *next,
+                         const ac_vis *edge, int64_t i0, int64_t j0, float *alpha) {
+    online_alpha(kern, rows, bmax, mi);
+    for (int64_t r = 0; r < rows; r++) {
+        if (next) ac_prefetch_share(next, r, rows);
+        const float mnew = bmax[r], a = mi[r];
+        mi[r] = mnew;
+        alpha[r] = mnew == -INFINITY ? 1 : a;
+        const int64_t seen = mnew == -INFINITY ? 0 : online_seen(edge, i0, r, j0, cols);
+        const float l = dot->exp_pairs(s + r * lds, seen, cols, mnew, pp + r * ldpp);
+        if (mnew != -INFINITY) li[r] = a * li[r] + l;
+    }
+}
+
 static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const ac_attn_args *a,
                       const ac_vis *vis, const dot_layout *L, const dot_task *t, dot_scratch *w,
                       ac_stop *stop) {
@@ -160,13 +182,17 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
             .v_row_bytes = L->ldvp * (int64_t)sizeof(uint32_t),
             .v_ld_bytes = L->ldvp * (int64_t)sizeof(uint32_t),
         };
-        /* O *= α is left to P·V, which scales O as it loads it (one pass over O
-         * a tile fewer) */
-        online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
-                      jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, w->alpha);
-        if (edge && t->vfin[blk]) { /* the diagonal, V finite: each group's weights
-                                     * past its keys are 0, and left out */
-            dot->p_pairs(rows, cols, w->s, bk, w->pp, ldpp);
+        /* the weights go straight to bfloat16 pairs, unless a hidden key's V is
+         * inf or NaN: then the widening P·V takes them as float32 (pv_tile) */
+        const int pairs = t->vfin[blk] || (!edge && !vis->bias);
+        if (pairs)
+            online_pairs(kern, dot, rows, cols, w->s, bk, w->bmax, w->mi, w->li, w->pp, ldpp,
+                         jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, w->alpha);
+        else /* O *= α here, P·V below does not */
+            online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
+                          jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, NULL);
+        if (pairs && edge) { /* the diagonal: each group's weights past its keys
+                              * are 0, and left out */
             for (int64_t g0 = 0; g0 < rows; g0 += group) {
                 const int64_t gr = rows - g0 < group ? rows - g0 : group;
                 const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
@@ -176,12 +202,10 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
                 else
                     scale_rows(gr, w->alpha + g0, t->out + g0 * dv, dv);
             }
-        } else if (t->vfin[blk] || (!edge && !vis->bias)) { /* no hidden key meets inf/NaN */
-            dot->p_pairs(rows, cols, w->s, bk, w->pp, ldpp);
+        } else if (pairs) { /* P·V scales O by α as it loads it */
             dot->pv(rows, (cols + 1) / 2, dv, w->pp, ldpp, t->vp + blk * L->vsize, L->ldvp, t->out,
                     dv, w->alpha);
         } else {
-            scale_rows(rows, w->alpha, t->out, dv);
             pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv,
                     t->out, dv, 0);
         }

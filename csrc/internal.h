@@ -114,7 +114,8 @@ typedef struct { /* int8 K and V, float32 arithmetic; the values as they are, un
  * pack_q: Q rows as d-pairs (rows, ⌈d/2⌉);  pack_k: a K block as d-pairs,
  * (⌈d/2⌉, AC_BF16DOT_LDKT(bk));  pack_v: a V block as key pairs
  * (⌈bk/2⌉, AC_BF16DOT_LDVP(dv));  qk: the float32 qk (no soft-cap) over
- * them;  p_pairs: P rounded to bfloat16, as key pairs;  pv: O = α·O + P·V
+ * them;  exp_pairs: a row's weights exp(s − shift) as bfloat16 key pairs,
+ * returning their float32 sum;  pv: O = α·O + P·V
  * over them (α a row; NULL: 1);  dot_probe: the vdpbf16ps roof.  supported:
  * can this CPU run them (NULL: not built for this target). */
 typedef struct {
@@ -124,8 +125,7 @@ typedef struct {
     void (*pack_v)(int64_t bk, int64_t dv, const uint16_t *v, int64_t ldv, uint32_t *vp);
     void (*qk)(int64_t bq, int64_t bk, int64_t dp, const uint32_t *qp, int64_t ldq,
                const uint32_t *kp, int64_t pbk, float scale, float *s, int64_t lds, float *rmax);
-    void (*p_pairs)(int64_t rows, int64_t cols, const float *p, int64_t ldp, uint32_t *pp,
-                    int64_t ldpp);
+    float (*exp_pairs)(const float *s, int64_t seen, int64_t cols, float shift, uint32_t *pp);
     void (*pv)(int64_t bq, int64_t bk2, int64_t dv, const uint32_t *pp, int64_t ldpp,
                const uint32_t *vp, int64_t ldvp, float *o, int64_t ldo, const float *alpha);
     float (*dot_probe)(int64_t iters, int64_t *flops);

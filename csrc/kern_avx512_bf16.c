@@ -200,27 +200,61 @@ static void qk(int64_t bq, int64_t bk, int64_t dp, const uint32_t *qp, int64_t l
 
 /* ---- O += P·V ------------------------------------------------------------ */
 
-/* pp = the weights P (rows, cols; ldp apart) rounded to bfloat16 (nearest
- * even) as key pairs, (rows, ⌈cols/2⌉) ldpp apart, an odd cols padded with 0. */
-static void p_pairs(int64_t rows, int64_t cols, const float *p, int64_t ldp, uint32_t *pp,
-                    int64_t ldpp) {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *pr = p + r * ldp;
-        uint32_t *out = pp + r * ldpp;
-        int64_t c = 0;
-        for (; c + 2 * VL <= cols; c += 2 * VL) /* 32 weights: 16 pairs */
-            _mm512_storeu_si512(out + c / 2, (__m512i)_mm512_cvtne2ps_pbh(
-                                                 _mm512_loadu_ps(pr + c + VL), _mm512_loadu_ps(pr + c)));
-        if (c < cols) { /* the rest, zero-padded to whole vectors */
-            const int64_t left = cols - c;
-            const __mmask16 k0 = left >= VL ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-            const __mmask16 k1 = left > VL ? (__mmask16)((1u << (left - VL)) - 1) : 0;
-            const __m512i x = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(k1, pr + c + VL),
-                                                           _mm512_maskz_loadu_ps(k0, pr + c));
-            const int64_t npairs = (left + 1) / 2;
-            _mm512_mask_storeu_epi32(out + c / 2, (__mmask16)((1u << npairs) - 1), x);
-        }
+/* ---- the weights: exp, straight to bfloat16 pairs -------------------------
+ * P·V takes the weights rounded to bfloat16, so they need not be the float32
+ * kernels' exps first: e^x = 2^t with t = x·log2 e, f = t − ⌊t⌋ (one
+ * vreduceps) and 2^f by a polynomial of degree 5 on [0, 1) (fitted for
+ * relative error, constant term 1 so that e^0 = 1 exactly), scaled by
+ * 2^⌊t⌋ (vscalefps floors t itself): within 2·10⁻⁷ of e^x, relative, in
+ * float32 arithmetic (x as exact as the float32 exp takes it), in 10
+ * operations a vector where the float32 exp (a degree-7 series after a
+ * two-part ln 2 reduction, and its range checks) takes 17; that exp was the
+ * largest part of a dot-product tile that is not a product.  t < −126
+ * (below the smallest normal; −inf: a hidden key) gives 0 as the float32 exp
+ * does; NaN stays NaN.  The weights are summed as float32, before rounding. */
+static inline __m512 exp_weights(__m512 x) {
+    const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.4426950408889634f));
+    const __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); /* t − ⌊t⌋ */
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.001867131912149489f), f,
+                               _mm512_set1_ps(0.00901702605187893f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05579991638660431f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24016444385051727f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931512951850891f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    /* lanes t >= -126 or NaN keep their value; the rest (and -inf) are 0 */
+    const __mmask16 keep = _mm512_cmp_ps_mask(t, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ);
+    return _mm512_maskz_scalef_ps(keep, p, t);
+}
+
+/* pp = exp(s − shift) for the first `seen` of a row's cols scores, rounded to
+ * bfloat16 (nearest even) as key pairs, ⌈cols/2⌉ of them, 0 past `seen`;
+ * returns the sum of the float32 weights. */
+static float exp_pairs(const float *s, int64_t seen, int64_t cols, float shift, uint32_t *pp) {
+    const __m512 vs = _mm512_set1_ps(shift);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t c = 0;
+    for (; c + 2 * VL <= seen; c += 2 * VL) { /* 32 weights: 16 pairs */
+        const __m512 e0 = exp_weights(_mm512_sub_ps(_mm512_loadu_ps(s + c), vs));
+        const __m512 e1 = exp_weights(_mm512_sub_ps(_mm512_loadu_ps(s + c + VL), vs));
+        acc0 = _mm512_add_ps(acc0, e0);
+        acc1 = _mm512_add_ps(acc1, e1);
+        _mm512_storeu_si512(pp + c / 2, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
     }
+    for (; c < cols; c += 2 * VL) { /* the rest: the weights past `seen` are 0 */
+        const int64_t left = seen - c, lc = cols - c;
+        const __mmask16 k0 = left >= VL ? (__mmask16)0xFFFF
+                             : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+        const __mmask16 k1 = left >= 2 * VL ? (__mmask16)0xFFFF
+                             : left > VL ? (__mmask16)((1u << (left - VL)) - 1) : 0;
+        const __m512 e0 = _mm512_maskz_mov_ps(k0, exp_weights(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + c), vs)));
+        const __m512 e1 = _mm512_maskz_mov_ps(k1, exp_weights(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + c + VL), vs)));
+        acc0 = _mm512_add_ps(acc0, e0);
+        acc1 = _mm512_add_ps(acc1, e1);
+        const int64_t npairs = lc >= 2 * VL ? VL : (lc + 1) / 2;
+        _mm512_mask_storeu_epi32(pp + c / 2, (__mmask16)((1u << npairs) - 1),
+                                 (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 static inline __attribute__((always_inline)) void pv_tile(
@@ -309,7 +343,7 @@ const ac_bf16dot_ops ac_bf16dot_avx512 = {
     .pack_k = pack_k,
     .pack_v = pack_v,
     .qk = qk,
-    .p_pairs = p_pairs,
+    .exp_pairs = exp_pairs,
     .pv = pv,
     .dot_probe = dot_probe,
 };

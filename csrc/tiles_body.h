@@ -213,16 +213,32 @@ static inline void online_start(int64_t rows, real *mi, real *li, real *o, int64
  * takes each row's α (1 for a row with nothing visible yet) and O is left
  * for the caller to scale (the bfloat16 dot products' P·V does it as it
  * loads O). */
-static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t cols, real *s,
-                                 int64_t lds, real *bmax, real *mi, real *li, real *o,
-                                 int64_t dv, const ac_ahead_block *next, const ac_vis *edge,
-                                 int64_t i0, int64_t j0, real *alpha_out) {
+/* online_update's first step: bmax becomes each row's m' and mi its
+ * α = exp(m − m') (0 on the first visible block), until the caller sets
+ * mi = m' row by row. */
+static inline void online_alpha(const ac_kernels *kern, int64_t rows, real *bmax, real *mi) {
     for (int64_t r = 0; r < rows; r++) {
         const real mnew = (bmax[r] > mi[r] || bmax[r] != bmax[r]) ? bmax[r] : mi[r];
         mi[r] = mi[r] - mnew; /* <= 0 or NaN; -inf on the first visible block */
         bmax[r] = mnew;
     }
-    kern->OPS.expsum(mi, rows, 0); /* mi = α: 0 on the first visible block */
+    kern->OPS.expsum(mi, rows, 0);
+}
+
+/* How many of a tile's cols keys row r sees: all of them, or on the upper
+ * edge (not NULL) those up to the row's last. */
+static inline int64_t online_seen(const ac_vis *edge, int64_t i0, int64_t r, int64_t j0,
+                                  int64_t cols) {
+    if (!edge) return cols;
+    const int64_t seen = ac_vis_hi(edge, i0 + r) - j0;
+    return seen < 0 ? 0 : (seen > cols ? cols : seen);
+}
+
+static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t cols, real *s,
+                                 int64_t lds, real *bmax, real *mi, real *li, real *o,
+                                 int64_t dv, const ac_ahead_block *next, const ac_vis *edge,
+                                 int64_t i0, int64_t j0, real *alpha_out) {
+    online_alpha(kern, rows, bmax, mi);
     for (int64_t r = 0; r < rows; r++) {
         if (next) ac_prefetch_share(next, r, rows);
         real *sr = s + r * lds; /* (cols) */
@@ -233,12 +249,8 @@ static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t c
             memset(sr, 0, (size_t)cols * sizeof(real));
             continue;
         }
-        int64_t seen = cols;
-        if (edge) {
-            seen = ac_vis_hi(edge, i0 + r) - j0;
-            seen = seen < 0 ? 0 : (seen > cols ? cols : seen);
-            memset(sr + seen, 0, (size_t)(cols - seen) * sizeof(real));
-        }
+        const int64_t seen = online_seen(edge, i0, r, j0, cols);
+        if (seen < cols) memset(sr + seen, 0, (size_t)(cols - seen) * sizeof(real));
         li[r] = alpha * li[r] + kern->OPS.expsum(sr, seen, mnew);
         if (alpha != 1 && !alpha_out)
             for (int64_t c = 0; c < dv; c++) o[r * dv + c] *= alpha;

@@ -314,6 +314,26 @@ def _hidden_values(rng):
     assert_close(out, reference(q, k, v, bias=bias), tolerance(v[..., :100, :], m, 64))
 
 
+@pytest.mark.parametrize("spread", [1.0, 6.0])
+def test_the_dot_products_weights_are_float32_exps(isa, rng, spread):
+    # the dot products compute the weights by their own exp (kern_avx512_bf16.c's
+    # exp_weights) and round them to bfloat16 only for P·V; the log-sum-exp sums
+    # them before the rounding, so it must hold float32's tolerance against the
+    # float64 reference (an exp 10⁻⁵ off would fail it), also where scores spread
+    # far enough (±6 standard deviations) that most weights lie near the underflow
+    attncore._core.bf16dot_choose(1)
+    try:
+        for causal in (False, True):
+            q, k, v = qkv(rng, "bfloat16", H=2, Hkv=2, n=150, m=300, d=64,
+                          scale=float(np.sqrt(spread)))
+            _, lse = attncore.attention(q, k, v, causal=causal, return_lse=True,
+                                        out_dtype=np.float32)
+            _, want = reference(q, k, v, causal=causal, return_lse=True)
+            assert_close(lse, want, tol(np.float32, 300, 64) * max(1.0, spread))
+    finally:
+        attncore._core.bf16dot_choose(-1)
+
+
 def test_the_dot_products_run_only_on_the_avx512_kernels_and_when_chosen():
     from attncore import _isa
 
