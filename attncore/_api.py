@@ -297,7 +297,14 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
         # bfloat16 q, k, v by the bfloat16 dot products, where they are the faster way
         # (else the float32 q that validation widened goes to the bfloat16-cache kernel)
         split = _SPLIT_KV if split_kv is None else split_kv
-        _core.flash_bf16in(p.q16, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split)
+        if p.q_half is not None and not wide:  # the kernel rounds each block of rows
+            out16 = np.empty((B, H, n, dv), np.uint16)  # to bfloat16 while it is in cache
+            _core.flash_bf16in(p.q16, k4, v4, None, lse, p.scale, vis, bq, bk, nt, split,
+                               out16)
+            out = out16.view(p.q_half)
+            wide = True  # nothing left to round
+        else:
+            _core.flash_bf16in(p.q16, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split)
     elif method == "flash":
         split = _SPLIT_KV if split_kv is None else split_kv
         if block_counts is not None:

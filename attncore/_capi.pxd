@@ -52,7 +52,7 @@ cdef extern from "attncore.h" nogil:
     int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                       float *out, float *lse)
     int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
-                        const uint16_t *v, float *out, float *lse)
+                        const uint16_t *v, float *out, uint16_t *out16, float *lse)
     void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads)
     void ac_from_bf16(const uint16_t *x, float *y, int64_t n, int num_threads)
     void ac_from_f16(const uint16_t *x, float *y, int64_t n, int num_threads)

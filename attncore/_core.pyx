@@ -13,6 +13,8 @@ from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t
 import _thread
 import threading
 
+import numpy as np
+
 from attncore._capi cimport *
 
 ctypedef fused real:
@@ -203,20 +205,34 @@ def flash(const real[:, :, :, :] q, const kvt[:, :, :, :] k, const kvt[:, :, :, 
 def flash_bf16in(const uint16_t[:, :, :, :] q, const uint16_t[:, :, :, :] k,
                  const uint16_t[:, :, :, :] v, float[:, :, :, ::1] out, float[:, :, ::1] lse,
                  double scale, object vis, int64_t block_q, int64_t block_k, int nthreads,
-                 int split_kv):
-    """flash over bfloat16 q, k and v (bits): float32 out and lse; bfloat16 dot
-    products where the CPU has them (csrc/bf16dot.c)."""
-    # the arguments as for a float32 q of out's rows, then q's own width and strides
-    cdef const float[:, :, :, :] rows = out
+                 int split_kv, uint16_t[:, :, :, ::1] out16=None):
+    """flash over bfloat16 q, k and v (bits): float32 lse, and out float32 or,
+    with out None, out16 rounded to bfloat16 bits; bfloat16 dot products where
+    the CPU has them (csrc/bf16dot.c)."""
+    if (out is None) == (out16 is None):
+        raise ValueError("attncore: flash_bf16in writes one of out and out16")
+    # the arguments as for a float32 q of the output's rows, then q's own width and strides
+    cdef const float[:, :, :, :] rows
+    if out is not None:
+        rows = out
+    else:
+        rows = np.broadcast_to(np.zeros(out16.shape[3], np.float32),  # a row's shape alone
+                               (out16.shape[0], out16.shape[1], out16.shape[2], out16.shape[3]))
     cdef ac_attn_args a = _args(rows, k, v.shape[3], scale, vis, block_q, block_k, nthreads)
     a.dk = q.shape[3]
     _strides3(a.q_stride, q.shape, q.strides, sizeof(uint16_t))
     a.split_kv = split_kv
     _strides3(a.v_stride, v.shape, v.strides, sizeof(uint16_t))
+    cdef float *po = NULL
+    cdef uint16_t *po16 = NULL
+    if out is not None and out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3] > 0:
+        po = &out[0, 0, 0, 0]
+    if out16 is not None and out16.shape[0] * out16.shape[1] * out16.shape[2] * out16.shape[3] > 0:
+        po16 = &out16[0, 0, 0, 0]
     cdef int rc
     with nogil:
         rc = ac_flash_bf16in(&a, &q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0],
-                             &out[0, 0, 0, 0], &lse[0, 0, 0])
+                             po, po16, &lse[0, 0, 0])
     if rc != AC_OK:
         _raise(rc)
 

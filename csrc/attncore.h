@@ -111,11 +111,13 @@ int ac_flash_f16(const ac_attn_args *a, const float *q, const uint16_t *k, const
                  float *out, float *lse);
 int ac_flash_bf16(const ac_attn_args *a, const float *q, const uint16_t *k, const uint16_t *v,
                   float *out, float *lse);
-/* bfloat16 q, K and V (bits, as uint16), float32 outputs, state and sums: the
+/* bfloat16 q, K and V (bits, as uint16), float32 state and sums: the
  * products by bfloat16 dot products where the CPU has AVX512_BF16 and the
- * avx512 kernels are in use (bf16dot.c), else q widened and ac_flash_bf16. */
+ * avx512 kernels are in use (bf16dot.c), else q widened and ac_flash_bf16.
+ * The output goes to out (float32) or, where out is NULL, to out16 rounded
+ * to bfloat16 bits as ac_to_bf16 rounds (one of the two; lse float32). */
 int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
-                    const uint16_t *v, float *out, float *lse);
+                    const uint16_t *v, float *out, uint16_t *out16, float *lse);
 /* y = x rounded to the nearest bfloat16 (ties to even; NaN stays a quiet NaN,
  * ±inf stays ±inf), as bits; ac_from_bf16: bfloat16 bits widened, exactly.
  * num_threads as in ac_attn_args (<= 0: the OpenMP default). */

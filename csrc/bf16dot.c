@@ -32,7 +32,10 @@
  * (bfloat16.c): the same result up to the order of the sums and P's rounding.
  *
  * Defines:
- *   ac_flash_bf16in   blockwise attention, bfloat16 q, k, v; float32 out and lse
+ *   ac_flash_bf16in   blockwise attention, bfloat16 q, k, v; float32 lse, and out
+ *                     float32 or rounded to bfloat16 (each task its rows, while
+ *                     they are in cache: a pass over the whole float32 output
+ *                     afterwards was 3-5 % of a call)
  */
 #define real float                        /* the arithmetic and the outputs */
 #define kvreal uint16_t                   /* how K and V are stored: bfloat16 bits */
@@ -48,13 +51,27 @@
 
 volatile float ac_probe_sink_bf16; /* keeps the calibration probes' results alive */
 
-/* q widened to float32 (B, H, n, dk) and the bfloat16-cache kernel. */
+/* x (n) rounded to bfloat16 bits y: nearest even, NaN a quiet NaN. */
+static inline void round_bf16(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        __builtin_memcpy(&u, x + i, sizeof u);
+        const int nan = (u & 0x7fffffffu) > 0x7f800000u;
+        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        y[i] = (uint16_t)(nan ? (u >> 16) | 0x40u : r);
+    }
+}
+
+/* q widened to float32 (B, H, n, dk) and the bfloat16-cache kernel; out16
+ * (out NULL): its float32 output then rounded. */
 static int widened(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
-                   const uint16_t *v, float *out, float *lse) {
+                   const uint16_t *v, float *out, uint16_t *out16, float *lse) {
     const int64_t B = a->batch, H = a->heads, n = a->n, dk = a->dk;
-    float *qw;
+    const int64_t nout = ac_product(ac_product(B * H, n), a->dv);
+    float *qw, *ow = out;
     ac_workspace ws = {0};
     ac_ws_part(&ws, &qw, ac_product(ac_product(B * H, n), dk > 0 ? dk : 1), sizeof *qw);
+    if (!out) ac_ws_part(&ws, &ow, nout > 0 ? nout : 1, sizeof *ow);
     if (ac_ws_carve(&ws) != AC_OK) return AC_ENOMEM;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
@@ -67,7 +84,8 @@ static int widened(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
     w.q_stride[0] = H * n * dk;
     w.q_stride[1] = n * dk;
     w.q_stride[2] = dk;
-    const int rc = ac_flash_bf16(&w, qw, k, v, out, lse);
+    const int rc = ac_flash_bf16(&w, qw, k, v, ow, lse);
+    if (rc == AC_OK && !out) ac_to_bf16(ow, out16, nout, a->num_threads);
     ac_ws_release(&ws);
     return rc;
 }
@@ -78,10 +96,11 @@ typedef struct {
     float *alpha;              /* per row: the tile's α = exp(m - m'), for O */
     uint32_t *qp;              /* (bq, dp) the Q block as d-pairs */
     uint32_t *pp;              /* (bq, ⌈bk/2⌉) the weights as bfloat16 key pairs */
+    float *o;                  /* (bq, dv) the block's O, where the output is bfloat16 */
     ac_workspace ws;
 } dot_scratch;
 
-static int dot_scratch_carve(dot_scratch *w, int64_t bq, int64_t bk, int64_t dp) {
+static int dot_scratch_carve(dot_scratch *w, int64_t bq, int64_t bk, int64_t dp, int64_t dv) {
     w->ws = (ac_workspace){0};
     ac_ws_part(&w->ws, &w->s, bq * bk, sizeof(float));
     ac_ws_part(&w->ws, &w->mi, bq, sizeof(float));
@@ -90,6 +109,7 @@ static int dot_scratch_carve(dot_scratch *w, int64_t bq, int64_t bk, int64_t dp)
     ac_ws_part(&w->ws, &w->alpha, bq, sizeof(float));
     ac_ws_part(&w->ws, &w->qp, bq * (dp > 0 ? dp : 1), sizeof(uint32_t));
     ac_ws_part(&w->ws, &w->pp, bq * ((bk + 1) / 2), sizeof(uint32_t));
+    ac_ws_part(&w->ws, &w->o, bq * (dv > 0 ? dv : 1), sizeof(float));
     return ac_ws_carve(&w->ws) == AC_OK;
 }
 
@@ -105,7 +125,8 @@ typedef struct {
     const uint16_t *v;         /* its V as it lies (the widening fallback) */
     const unsigned char *vfin; /* is each V block of the band finite? */
     int64_t kb0;
-    float *out, *lse;
+    float *out, *lse;          /* out: (rows, dv) float32, or NULL and then */
+    uint16_t *out16;           /* (rows, dv) bfloat16 */
 } dot_task;
 
 /* o (rows, dv) *= α, a row at a time (where P·V does not do it). */
@@ -141,11 +162,12 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
     const int64_t m = a->m, dv = a->dv, rows = t->rows, i0 = t->i0, bk = L->bk;
     const int64_t ldv = a->v_stride[2], ldpp = (bk + 1) / 2;
     const float scale = (float)a->scale;
+    float *o = t->out ? t->out : w->o; /* O: the output, or to be rounded into it */
     const int64_t group = kern->edge_rows > 0 ? kern->edge_rows : rows; /* on the diagonal */
     int64_t kv_begin, kv_end;
     ac_vis_keys(vis, i0, rows, bk, &kv_begin, &kv_end);
     dot->pack_q(rows, a->dk, t->q, a->q_stride[2], w->qp);
-    online_start(rows, w->mi, w->li, t->out, dv);
+    online_start(rows, w->mi, w->li, o, dv);
     for (int64_t j0 = kv_begin; j0 < kv_end; j0 += bk) {
         if (ac_stop_poll(stop)) break;
         const int64_t cols = kv_end - j0 < bk ? kv_end - j0 : bk, blk = j0 / bk - t->kb0;
@@ -189,7 +211,7 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
             online_pairs(kern, dot, rows, cols, w->s, bk, w->bmax, w->mi, w->li, w->pp, ldpp,
                          jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, w->alpha);
         else /* O *= α here, P·V below does not */
-            online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
+            online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv,
                           jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, NULL);
         if (pairs && edge) { /* the diagonal: each group's weights past its keys
                               * are 0, and left out */
@@ -198,22 +220,23 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
                 const int64_t gc = ac_vis_edge_cols(vis, i0 + g0 + gr - 1, j0, cols);
                 if (gc > 0)
                     dot->pv(gr, (gc + 1) / 2, dv, w->pp + g0 * ldpp, ldpp,
-                            t->vp + blk * L->vsize, L->ldvp, t->out + g0 * dv, dv, w->alpha + g0);
+                            t->vp + blk * L->vsize, L->ldvp, o + g0 * dv, dv, w->alpha + g0);
                 else
-                    scale_rows(gr, w->alpha + g0, t->out + g0 * dv, dv);
+                    scale_rows(gr, w->alpha + g0, o + g0 * dv, dv);
             }
         } else if (pairs) { /* P·V scales O by α as it loads it */
-            dot->pv(rows, (cols + 1) / 2, dv, w->pp, ldpp, t->vp + blk * L->vsize, L->ldvp, t->out,
+            dot->pv(rows, (cols + 1) / 2, dv, w->pp, ldpp, t->vp + blk * L->vsize, L->ldvp, o,
                     dv, w->alpha);
         } else {
             pv_tile(kern, vis, i0, rows, rows, j0, cols, dv, w->s, bk, t->v + j0 * ldv, ldv,
-                    t->out, dv, 0);
+                    o, dv, 0);
         }
     }
     if (vis->sinks)
         for (int64_t r = 0; r < rows; r++)
-            sink_fold((float)vis->sinks[0], w->mi + r, w->li + r, t->out + r * dv, dv);
-    online_finish(rows, w->mi, w->li, t->out, dv, t->lse);
+            sink_fold((float)vis->sinks[0], w->mi + r, w->li + r, o + r * dv, dv);
+    online_finish(rows, w->mi, w->li, o, dv, t->lse);
+    if (!t->out) round_bf16(o, t->out16, rows * dv);
 }
 
 /* The conversions of whole arrays (a 16-bit q widened, the output rounded):
@@ -223,14 +246,8 @@ static void dot_block(const ac_kernels *kern, const ac_bf16dot_ops *dot, const a
 void ac_to_bf16(const float *x, uint16_t *y, int64_t n, int num_threads) {
     #pragma omp parallel for schedule(static) if (AC_PIECES(n) > 1) num_threads(AC_NUM_THREADS(num_threads))
     for (int64_t p = 0; p < AC_PIECES(n); p++) {
-        const int64_t end = ac_piece_end(p, n);
-        for (int64_t i = p * AC_CONVERT_PIECE; i < end; i++) {
-            uint32_t u;
-            __builtin_memcpy(&u, x + i, sizeof u);
-            const int nan = (u & 0x7fffffffu) > 0x7f800000u;
-            const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-            y[i] = (uint16_t)(nan ? (u >> 16) | 0x40u : r);
-        }
+        const int64_t i = p * AC_CONVERT_PIECE;
+        round_bf16(x + i, y + i, ac_piece_end(p, n) - i);
     }
 }
 
@@ -299,15 +316,15 @@ int ac_bf16dot_supported(void) {
 void ac_bf16dot_choose(int choice) { atomic_store(&dot_choice, choice < 0 ? -1 : choice != 0); }
 
 int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
-                    const uint16_t *v, float *out, float *lse) {
-    int rc = ac_check_attn(a, q, k, v, out, 1);
+                    const uint16_t *v, float *out, uint16_t *out16, float *lse) {
+    int rc = ac_check_attn(a, q, k, v, out ? (const void *)out : (const void *)out16, 1);
     if (rc != AC_OK) return rc;
     const int64_t n = a->n, H = a->heads, Hkv = a->kv_heads;
     if (n == 0 || a->batch == 0 || H == 0) return AC_OK;
     const ac_kernels *kern = ac_kernels_active();
     const ac_bf16dot_ops *dot = kern->bf16dot;
     if (!ac_bf16dot_supported() || ac_decode_applies(a) || a->block_counts)
-        return widened(a, q, k, v, out, lse);
+        return widened(a, q, k, v, out, out16, lse);
     const int64_t group = H / Hkv;
     int64_t bq, bk;
     ac_tile_sizes(a, (int)sizeof(float), AC_TILES_FLASH, &bq, &bk);
@@ -347,7 +364,7 @@ int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
         finite_band(a, v, bk, kb0, kb1, nband, vfin, &stop);
         ac_team_finish(&stop, &arrived_prep);
         dot_scratch w;
-        if (!dot_scratch_carve(&w, bq, bk, L.dp)) ac_team_failed(&failed);
+        if (!dot_scratch_carve(&w, bq, bk, L.dp, a->dv)) ac_team_failed(&failed);
         #pragma omp for schedule(dynamic, 1) nowait
         for (int64_t t = 0; t < ntasks; t++) {
             if (!w.ws.base || ac_stop_poll(&stop)) continue;
@@ -362,7 +379,8 @@ int ac_flash_bf16in(const ac_attn_args *a, const uint16_t *q, const uint16_t *k,
                 .v = kv_head(v, a->v_stride, b, hk),
                 .vfin = vfin + slot0,
                 .kb0 = kb0[b],
-                .out = out + (hb * n + i0) * a->dv,
+                .out = out ? out + (hb * n + i0) * a->dv : NULL,
+                .out16 = out16 ? out16 + (hb * n + i0) * a->dv : NULL,
                 .lse = lse ? lse + hb * n + i0 : NULL,
             };
             ac_vis vis;
