@@ -126,7 +126,9 @@ static inline __attribute__((always_inline)) void qk_tile(
         __m512i kv[C];
         for (int j = 0; j < nvec; j++) kv[j] = _mm512_loadu_si512(kp + p * ldkt + j * VL);
         for (int i = 0; i < rows; i++) {
-            const __m512i qb = _mm512_set1_epi32((int)qp[i * ldq + p]);
+            uint32_t qw; /* a pair of q as one word (q may be bfloat16 as it lies) */
+            __builtin_memcpy(&qw, qp + i * ldq + p, sizeof qw);
+            const __m512i qb = _mm512_set1_epi32((int)qw);
             for (int j = 0; j < nvec; j++)
                 acc[i][j] = _mm512_dpbf16_ps(acc[i][j], PAIRS(qb), PAIRS(kv[j]));
         }

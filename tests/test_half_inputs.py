@@ -275,10 +275,13 @@ def test_dot_products_take_any_layout(isa, rng, d):
         q = attncore.to_bfloat16(rng.standard_normal((2, 70, 4, d))).transpose(0, 2, 1, 3)
         k = attncore.to_bfloat16(rng.standard_normal((2, 150, 2, d))).transpose(0, 2, 1, 3)
         v = attncore.to_bfloat16(rng.standard_normal((2, 2, 150, d)))[:, :, ::-1]
-        for kk in (k, k[:, :, ::-1]):
+        # q's rows read in place (pairs on 4-byte boundaries) or packed: a row an odd
+        # number of values long and one value off the start of its buffer
+        qo = attncore.to_bfloat16(rng.standard_normal((2, 4, 70, d + 1)))[..., 1:]
+        for qq, kk in ((q, k), (q, k[:, :, ::-1]), (qo, k)):
             for causal in (False, True):
-                got = attncore.attention(q, kk, v, causal=causal, out_dtype=np.float32)
-                want = attncore.attention(*(np.ascontiguousarray(a) for a in (q, kk, v)),
+                got = attncore.attention(qq, kk, v, causal=causal, out_dtype=np.float32)
+                want = attncore.attention(*(np.ascontiguousarray(a) for a in (qq, kk, v)),
                                           causal=causal, out_dtype=np.float32)
                 np.testing.assert_array_equal(got, want)
     finally:
