@@ -201,18 +201,6 @@ static inline void online_start(int64_t rows, real *mi, real *li, real *o, int64
     }
 }
 
-/* A new score tile s (rows, cols) whose row maxima are bmax: P = exp(S - m')
- * in place, l = α·l + ΣP, O *= α with α = exp(m - m'), m = m'.  next, if not
- * NULL, is the block to prefetch meanwhile.  edge, if not NULL, is the band
- * of a tile on its upper edge (row r is query i0 + r, column c key j0 + c):
- * the keys past a row's last are masked, their weights 0 without an exp
- * (a NaN row is NaN through the keys it sees either way).
- * The rows' α are taken together, by the kernels' vector exp over m - m' (held
- * in mi meanwhile): one libm exp a row and tile was 2 % of a causal prefill
- * call (AVX-512, n = 1024, d = 64).  bmax becomes m'.  alpha, if not NULL,
- * takes each row's α (1 for a row with nothing visible yet) and O is left
- * for the caller to scale (the bfloat16 dot products' P·V does it as it
- * loads O). */
 /* online_update's first step: bmax becomes each row's m' and mi its
  * α = exp(m − m') (0 on the first visible block), until the caller sets
  * mi = m' row by row. */
@@ -234,6 +222,18 @@ static inline int64_t online_seen(const ac_vis *edge, int64_t i0, int64_t r, int
     return seen < 0 ? 0 : (seen > cols ? cols : seen);
 }
 
+/* A new score tile s (rows, cols) whose row maxima are bmax: P = exp(S - m')
+ * in place, l = α·l + ΣP, O *= α with α = exp(m - m'), m = m'.  next, if not
+ * NULL, is the block to prefetch meanwhile.  edge, if not NULL, is the band
+ * of a tile on its upper edge (row r is query i0 + r, column c key j0 + c):
+ * the keys past a row's last are masked, their weights 0 without an exp
+ * (a NaN row is NaN through the keys it sees either way).
+ * The rows' α are taken together, by the kernels' vector exp over m - m' (held
+ * in mi meanwhile): one libm exp a row and tile was 2 % of a causal prefill
+ * call (AVX-512, n = 1024, d = 64).  bmax becomes m'.  alpha, if not NULL,
+ * takes each row's α (1 for a row with nothing visible yet) and O is left
+ * for the caller to scale (the bfloat16 dot products' P·V does it as it
+ * loads O). */
 static inline void online_update(const ac_kernels *kern, int64_t rows, int64_t cols, real *s,
                                  int64_t lds, real *bmax, real *mi, real *li, real *o,
                                  int64_t dv, const ac_ahead_block *next, const ac_vis *edge,
