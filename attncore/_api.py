@@ -302,7 +302,6 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
             _core.flash_bf16in(p.q16, k4, v4, None, lse, p.scale, vis, bq, bk, nt, split,
                                out16)
             out = out16.view(p.q_half)
-            wide = True  # nothing left to round
         else:
             _core.flash_bf16in(p.q16, k4, v4, out, lse, p.scale, vis, bq, bk, nt, split)
     elif method == "flash":
@@ -317,8 +316,8 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
         if return_weights:
             weights = np.empty((B, H, n, m), p.dtype)
         _core.naive(p.q, k4, v4, out, lse, weights, p.scale, vis, nt, bf16=bf16)
-    if p.q_half is not None and not wide:  # 16-bit queries: the output rounded to their type
-        out = validate.to_half(out, p.q_half)
+    if p.q_half is not None and not wide and out.dtype == p.dtype:
+        out = validate.to_half(out, p.q_half)  # 16-bit queries: the output rounded to their type
     result = [out.reshape(p.lead + (n, dv))]
     if return_lse:
         result.append(lse.reshape(p.lead + (n,)))

@@ -225,9 +225,9 @@ def flash_bf16in(const uint16_t[:, :, :, :] q, const uint16_t[:, :, :, :] k,
     _strides3(a.v_stride, v.shape, v.strides, sizeof(uint16_t))
     cdef float *po = NULL
     cdef uint16_t *po16 = NULL
-    if out is not None and out.shape[0] * out.shape[1] * out.shape[2] * out.shape[3] > 0:
+    if out is not None and out.size > 0:
         po = &out[0, 0, 0, 0]
-    if out16 is not None and out16.shape[0] * out16.shape[1] * out16.shape[2] * out16.shape[3] > 0:
+    if out16 is not None and out16.size > 0:
         po16 = &out16[0, 0, 0, 0]
     cdef int rc
     with nogil:

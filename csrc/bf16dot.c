@@ -10,7 +10,8 @@
  *
  *   per call:  K blocks packed as d-pairs and V blocks as key pairs, once,
  *              for every Q block (and query head of a GQA group);
- *   per task:  the Q block as d-pairs;
+ *   per task:  the Q block as d-pairs (read as it lies where its rows are
+ *              whole pairs on 4-byte boundaries, else packed);
  *   per tile:  S = scale · Q·Kᵀ (vdpbf16ps; products exact, float32 sums)
  *              → soft-cap, bias, ALiBi, masks on S as elsewhere
  *              → P = exp(S − m') as bfloat16 key pairs, l = α·l + ΣP (the

@@ -200,8 +200,6 @@ static void qk(int64_t bq, int64_t bk, int64_t dp, const uint32_t *qp, int64_t l
                 rmax ? rmax + r0 : NULL);
 }
 
-/* ---- O += P·V ------------------------------------------------------------ */
-
 /* ---- the weights: exp, straight to bfloat16 pairs -------------------------
  * P·V takes the weights rounded to bfloat16, so they need not be the float32
  * kernels' exps first: e^x = 2^t with t = x·log2 e, f = t − ⌊t⌋ (one
@@ -248,8 +246,10 @@ static float exp_pairs(const float *s, int64_t seen, int64_t cols, float shift, 
                              : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
         const __mmask16 k1 = left >= 2 * VL ? (__mmask16)0xFFFF
                              : left > VL ? (__mmask16)((1u << (left - VL)) - 1) : 0;
-        const __m512 e0 = _mm512_maskz_mov_ps(k0, exp_weights(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + c), vs)));
-        const __m512 e1 = _mm512_maskz_mov_ps(k1, exp_weights(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + c + VL), vs)));
+        const __m512 x0 = _mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + c), vs);
+        const __m512 x1 = _mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + c + VL), vs);
+        const __m512 e0 = _mm512_maskz_mov_ps(k0, exp_weights(x0));
+        const __m512 e1 = _mm512_maskz_mov_ps(k1, exp_weights(x1));
         acc0 = _mm512_add_ps(acc0, e0);
         acc1 = _mm512_add_ps(acc1, e1);
         const int64_t npairs = lc >= 2 * VL ? VL : (lc + 1) / 2;
@@ -258,6 +258,8 @@ static float exp_pairs(const float *s, int64_t seen, int64_t cols, float shift, 
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
+
+/* ---- O += P·V ------------------------------------------------------------ */
 
 static inline __attribute__((always_inline)) void pv_tile(
     int rows, int nvec, int64_t bk2, const uint32_t *pp, int64_t ldpp, const uint32_t *vp,

@@ -322,8 +322,8 @@ def test_the_dot_products_weights_are_float32_exps(isa, rng, spread):
     # the dot products compute the weights by their own exp (kern_avx512_bf16.c's
     # exp_weights) and round them to bfloat16 only for P·V; the log-sum-exp sums
     # them before the rounding, so it must hold float32's tolerance against the
-    # float64 reference (an exp 10⁻⁵ off would fail it), also where scores spread
-    # far enough (±6 standard deviations) that most weights lie near the underflow
+    # float64 reference (an exp 10⁻⁴ off fails it), also where the scores spread six
+    # times as far and most weights are tiny
     attncore._core.bf16dot_choose(1)
     try:
         for causal in (False, True):
