@@ -150,6 +150,9 @@ typedef struct {
               int64_t ldv, float *o, int64_t ldo);
 } ac_i8dot_ops;
 #define AC_I8DOT_MAX_D 4096 /* the int32 lanes' sums stay exact up to it */
+/* and a key's whole sum, |Σ q16·k8| ≤ 32767·128·d < 2^31, up to this: the
+ * lanes then summed as integers, converted once */
+#define AC_I8DOT_EXACT_D 512
 extern const ac_i8dot_ops ac_i8dot_avx512, ac_i8dot_avx2;
 
 typedef struct {

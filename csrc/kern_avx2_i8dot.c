@@ -13,9 +13,11 @@
  *
  * The int32 lanes stay exact while d ≤ AC_I8DOT_MAX_D: a lane of Q·Kᵀ takes
  * two products a step, d/16 steps, each at most 32767·128 < 2^22 in size, so
- * d/8 · 2^22 ≤ 2^31 at d = 4096.  The integer sums are those of the AVX-512
- * kernels (the same rounding of q and of the weights); only the order of the
- * float32 additions after them differs.
+ * d/8 · 2^22 ≤ 2^31 at d = 4096; eight keys' lanes at a time are summed
+ * as integers too while d ≤ AC_I8DOT_EXACT_D (each key's whole sum then
+ * under 2^31), then converted once, as the AVX-512 kernels do.  The integer
+ * sums are those of the AVX-512 kernels (the same rounding of q and of the
+ * weights); only the order of the float32 additions after them differs.
  *
  * AVX2 has no byte-masked loads: a K row's last d % 16 values, and V's last
  * dv % 16 columns, are copied into a zeroed buffer first (load16).
@@ -117,13 +119,21 @@ static inline __attribute__((always_inline)) void dot_lanes(int rows, int keys, 
 #undef DOT_STEP
 }
 
-/* s[0 .. 8) = f · the sums of eight keys' lanes, as float32 */
-static inline void sum8_store(const __m256i *lanes, float f, float *s) {
-    __m256 flat[8];
-    float sum[8];
-    for (int u = 0; u < 8; u++) flat[u] = _mm256_cvtepi32_ps(lanes[u]);
-    hsum8_f32(flat, sum);
-    _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_loadu_ps(sum), _mm256_set1_ps(f)));
+/* s[0 .. 8) = f · the sums of eight keys' lanes: as integers, each key's sum
+ * converted to float32 once, while d ≤ AC_I8DOT_EXACT_D keeps it in int32;
+ * past it each lane converted, then summed in float32 */
+static inline void sum8_store(const __m256i *lanes, int64_t d, float f, float *s) {
+    __m256 x;
+    if (d <= AC_I8DOT_EXACT_D) {
+        x = _mm256_cvtepi32_ps(hsum8_i32(lanes));
+    } else {
+        __m256 flat[8];
+        float sum[8];
+        for (int u = 0; u < 8; u++) flat[u] = _mm256_cvtepi32_ps(lanes[u]);
+        hsum8_f32(flat, sum);
+        x = _mm256_loadu_ps(sum);
+    }
+    _mm256_storeu_ps(s, _mm256_mul_ps(x, _mm256_set1_ps(f)));
 }
 
 /* s[i, :bk] = f[i] · q16[i]·K for `rows` rows, eight keys at a time: for one
@@ -146,7 +156,7 @@ static inline __attribute__((always_inline)) void dot_rows(int rows, int64_t bk,
                 for (int i = 0; i < rows; i++) lanes[i][u] = acc[i];
             }
         }
-        for (int i = 0; i < rows; i++) sum8_store(lanes[i], f[i], s + i * lds + c);
+        for (int i = 0; i < rows; i++) sum8_store(lanes[i], d, f[i], s + i * lds + c);
     }
     for (; c < bk; c++) {
         __m256i acc[4];
@@ -189,23 +199,26 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
 #define PV_KEYS 64
 #define PV_FAR 256 /* keys ahead that V is prefetched into L2 (as KEYS_FAR) */
 
-/* acc[i][2g], acc[i][2g+1] += the pair of keys whose 16 values of group g
- * are a and b (b zero for none), times each row's pair of weights tp. */
-static inline __attribute__((always_inline)) void pv_dot(int rows, __m256i acc[4][8], int g,
+/* acc[i·ld + 2g], acc[i·ld + 2g+1] += the pair of keys whose 16 values of
+ * group g are a and b (b zero for none), times each row's pair of weights
+ * tp (the accumulators a flat array sized to each loop's, as
+ * kern_avx512_i8dot.c's). */
+static inline __attribute__((always_inline)) void pv_dot(int rows, __m256i *acc, int ld, int g,
                                                          const int32_t *wp, int64_t tp, __m128i a,
                                                          __m128i b) {
     const __m256i lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)); /* columns 0-7 */
     const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b)); /* 8-15 */
     for (int i = 0; i < rows; i++) {
         const __m256i w = _mm256_set1_epi32(wp[i * (PV_KEYS / 2) + tp]);
-        acc[i][2 * g] = _mm256_add_epi32(acc[i][2 * g], _mm256_madd_epi16(lo, w));
-        acc[i][2 * g + 1] = _mm256_add_epi32(acc[i][2 * g + 1], _mm256_madd_epi16(hi, w));
+        acc[i * ld + 2 * g] = _mm256_add_epi32(acc[i * ld + 2 * g], _mm256_madd_epi16(lo, w));
+        acc[i * ld + 2 * g + 1] =
+            _mm256_add_epi32(acc[i * ld + 2 * g + 1], _mm256_madd_epi16(hi, w));
     }
 }
 
 /* o[:, 0 .. width) += f · (the block's integer sums), for `groups` groups
  * (the last `width - 16·(groups-1)` columns wide, masked where short) */
-static inline __attribute__((always_inline)) void pv_add(int rows, int groups, __m256i acc[4][8],
+static inline __attribute__((always_inline)) void pv_add(int rows, int groups, __m256i *acc,
                                                          const float *f, int64_t width, float *o,
                                                          int64_t ldo) {
     for (int i = 0; i < rows; i++) {
@@ -213,7 +226,7 @@ static inline __attribute__((always_inline)) void pv_add(int rows, int groups, _
         for (int h = 0; h < 2 * groups; h++) {
             float *oc = o + i * ldo + 8 * h;
             const int64_t left = width - 8 * h; /* columns of this half group */
-            const __m256 x = _mm256_cvtepi32_ps(acc[i][h]);
+            const __m256 x = _mm256_cvtepi32_ps(acc[i * 2 * groups + h]);
             if (left >= 8) {
                 _mm256_storeu_ps(oc, _mm256_fmadd_ps(x, fi, _mm256_loadu_ps(oc)));
             } else if (left > 0) {
@@ -231,29 +244,31 @@ static inline __attribute__((always_inline)) void pv_block_rows(int rows, int gr
                                                                 const float *f, const int8_t *v,
                                                                 int64_t ldv, float *o,
                                                                 int64_t ldo) {
-    __m256i acc[4][8];
+    __m256i acc[8];
     int64_t c0 = 0;
     for (; c0 + 16 * groups <= dv; c0 += 16 * groups) {
         for (int i = 0; i < rows; i++)
-            for (int h = 0; h < 2 * groups; h++) acc[i][h] = _mm256_setzero_si256();
+            for (int h = 0; h < 2 * groups; h++) acc[i * 2 * groups + h] = _mm256_setzero_si256();
         for (int64_t t = 0; t < bt; t += 2) {
-            const int8_t *va = v + t * ldv + c0, *vb = va + ldv;
+            /* an odd block's last key pairs with itself, its partner's
+             * weight 0 (wp is zero past bt): no branch in the loop */
+            const int8_t *va = v + t * ldv + c0, *vb = t + 1 < bt ? va + ldv : va;
             __builtin_prefetch(va + PV_KEYS * ldv);
             __builtin_prefetch(vb + PV_KEYS * ldv);
             __builtin_prefetch(va + PV_FAR * ldv, 0, 1);
             __builtin_prefetch(vb + PV_FAR * ldv, 0, 1);
             for (int g = 0; g < groups; g++)
-                pv_dot(rows, acc, g, wp, t / 2, _mm_loadu_si128((const __m128i *)(va + 16 * g)),
-                       t + 1 < bt ? _mm_loadu_si128((const __m128i *)(vb + 16 * g))
-                                  : _mm_setzero_si128());
+                pv_dot(rows, acc, 2 * groups, g, wp, t / 2,
+                       _mm_loadu_si128((const __m128i *)(va + 16 * g)),
+                       _mm_loadu_si128((const __m128i *)(vb + 16 * g)));
         }
         pv_add(rows, groups, acc, f, 16 * groups, o + c0, ldo);
     }
     for (; c0 < dv; c0 += 16) {
         const int64_t left = dv - c0;
-        for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+        for (int i = 0; i < rows; i++) acc[2 * i] = acc[2 * i + 1] = _mm256_setzero_si256();
         for (int64_t t = 0; t < bt; t += 2)
-            pv_dot(rows, acc, 0, wp, t / 2, load16(v + t * ldv + c0, left),
+            pv_dot(rows, acc, 2, 0, wp, t / 2, load16(v + t * ldv + c0, left),
                    t + 1 < bt ? load16(v + (t + 1) * ldv + c0, left) : _mm_setzero_si128());
         pv_add(rows, 1, acc, f, left < 16 ? left : 16, o + c0, ldo);
     }

@@ -27,4 +27,14 @@ static inline void hsum8_f32(const __m256 *a, float *out) {
                                         _mm256_permute2f128_ps(lo4, hi4, 0x31)));
 }
 
+/* The same over int32 lanes, the sums as one vector, exact while they stay
+ * under 2^31 (kern_avx2_i8dot.c: each key's integer sum converted once). */
+static inline __m256i hsum8_i32(const __m256i *a) {
+    const __m256i h01 = _mm256_hadd_epi32(a[0], a[1]), h23 = _mm256_hadd_epi32(a[2], a[3]);
+    const __m256i h45 = _mm256_hadd_epi32(a[4], a[5]), h67 = _mm256_hadd_epi32(a[6], a[7]);
+    const __m256i lo4 = _mm256_hadd_epi32(h01, h23), hi4 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(lo4, hi4, 0x20),
+                            _mm256_permute2x128_si256(lo4, hi4, 0x31));
+}
+
 #endif

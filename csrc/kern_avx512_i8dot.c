@@ -12,9 +12,11 @@
  * all the query rows), go into vpdpwssd: 32 products a vector, summed in
  * pairs into 16 int32 lanes, exactly.  So
  *   s_ij = scale · (max|q_i| / 32767) · Σ_t q16_it · k8_jt
- * the integer sum exact until each lane is converted to float32 and the
- * sixteen summed (|q16·k8| ≤ 32767·128, two a lane a step, d/32 steps: under
- * 2^31 while d ≤ AC_I8DOT_MAX_D).
+ * the integer sum exact: each lane's (|q16·k8| ≤ 32767·128, two a lane a
+ * step, d/32 steps: under 2^31 while d ≤ AC_I8DOT_MAX_D), and the sixteen
+ * lanes summed as integers too while d ≤ AC_I8DOT_EXACT_D (512: the whole
+ * sum under 32767·128·d < 2^31), then converted to float32 once; past that,
+ * each lane converted and the sixteen summed in float32.
  *
  * What this adds to the error is the rounding of q alone: each q_it is off
  * by at most max|q_i| / 65534, each score by at most
@@ -123,22 +125,21 @@ static inline __attribute__((always_inline)) void dot_keys(int rows, int keys, i
         DOT_STEP(t, _mm256_maskz_loadu_epi8(m, k + u * ldk + t));
     }
 #undef DOT_STEP
-    /* each accumulator's lanes as float32, then summed: a full register
-     * tile's at once by the transposing tree (sum[u·rows + i]: eight for one
-     * row, sixteen for two or four), reordered to rows of keys (perm: lane
-     * i·keys + u), times each row's factor, and each row's keys stored at
-     * once; the last keys of a tile, and three rows, one by one */
-    __m512 flat[16];
-    float sum[16];
-    for (int a = 0; a < rows * keys; a++) flat[a] = _mm512_cvtepi32_ps(acc[a]);
-    if (rows == 1 && keys == 8) {
-        hsum8_f32(flat, sum);
-        _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_loadu_ps(sum), _mm512_castps512_ps256(fv)));
+    /* each accumulator's lanes summed: a full register tile's at once by the
+     * transposing tree over the integers (lane u·rows + i: eight for one row,
+     * sixteen for two or four), each key's sum converted to float32 once,
+     * reordered to rows of keys (perm: lane i·keys + u), times each row's
+     * factor, and each row's keys stored at once; past AC_I8DOT_EXACT_D,
+     * where a key's sum may leave int32, and for the last keys of a tile and
+     * three rows, one accumulator at a time in float32 */
+    if (rows == 1 && keys == 8 && d <= AC_I8DOT_EXACT_D) {
+        const __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(hsum8_i32(acc)), _mm512_set1_ps(f[0]));
+        _mm_storeu_ps(s, _mm512_castps512_ps128(x));
+        _mm_storeu_ps(s + 4, _mm512_extractf32x4_ps(x, 2));
         return;
     }
-    if (rows * keys == 16) {
-        hsum16_f32(flat, sum);
-        const __m512 x = _mm512_mul_ps(_mm512_permutexvar_ps(perm, _mm512_loadu_ps(sum)), fv);
+    if (rows * keys == 16 && d <= AC_I8DOT_EXACT_D) {
+        const __m512 x = _mm512_mul_ps(_mm512_permutexvar_ps(perm, _mm512_cvtepi32_ps(hsum16_i32(acc))), fv);
         if (rows == 2) {
             _mm256_storeu_ps(s, _mm512_castps512_ps256(x));
             _mm256_storeu_ps(s + lds, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
@@ -150,9 +151,9 @@ static inline __attribute__((always_inline)) void dot_keys(int rows, int keys, i
         }
         return;
     }
-    for (int a = 0; a < rows * keys; a++) sum[a] = _mm512_reduce_add_ps(flat[a]);
     for (int u = 0; u < keys; u++)
-        for (int i = 0; i < rows; i++) s[i * lds + u] = sum[u * rows + i] * f[i];
+        for (int i = 0; i < rows; i++)
+            s[i * lds + u] = _mm512_reduce_add_ps(_mm512_cvtepi32_ps(acc[u * rows + i])) * f[i];
 }
 
 /* keys at a time for `rows` rows: 8 for one or two rows (8 or 16
@@ -166,10 +167,10 @@ static inline __attribute__((always_inline)) void dot_rows(int rows, int64_t bk,
                                                            const float *f, float *s, int64_t lds) {
     const int keys = KEYS_FOR(rows);
     /* lane i·keys + u of the stored scores takes lane u·rows + i of the sums,
-     * and row i's factor */
+     * and row i's factor (a tile of sixteen: two rows or four) */
     int32_t idx[16] = {0};
     float fs[16] = {0};
-    if (rows * keys == 16 || rows * keys == 8)
+    if (rows * keys == 16)
         for (int i = 0; i < rows; i++)
             for (int u = 0; u < keys; u++) {
                 idx[i * keys + u] = u * rows + i;
@@ -224,40 +225,41 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
 #define PV_KEYS 64
 #define PV_FAR 256 /* keys ahead that V is prefetched into L2 (as KEYS_FAR) */
 
-/* acc[i][2g], acc[i][2g+1] += the pair of keys whose 32 values of group g
- * are a and b (b zero for none), times each row's pair of weights tp. */
-static inline __attribute__((always_inline)) void pv_dot(int rows, __m512i acc[4][8], int g,
+/* acc[i·ld + 2g], acc[i·ld + 2g+1] += the pair of keys whose 32 values of
+ * group g are a and b (b zero for none), times each row's pair of weights tp.
+ * (The accumulators a flat array sized to each loop's own: GCC keeps such a
+ * one in registers where a [4][8] one, 2 KB, went through the stack.) */
+static inline __attribute__((always_inline)) void pv_dot(int rows, __m512i *acc, int ld, int g,
                                                          const int32_t *wp, int64_t tp, __m256i a,
                                                          __m256i b) {
     const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(a, b));
     const __m512i hi = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(a, b));
     for (int i = 0; i < rows; i++) {
         const __m512i w = _mm512_set1_epi32(wp[i * (PV_KEYS / 2) + tp]);
-        acc[i][2 * g] = _mm512_dpwssd_epi32(acc[i][2 * g], lo, w);
-        acc[i][2 * g + 1] = _mm512_dpwssd_epi32(acc[i][2 * g + 1], hi, w);
+        acc[i * ld + 2 * g] = _mm512_dpwssd_epi32(acc[i * ld + 2 * g], lo, w);
+        acc[i * ld + 2 * g + 1] = _mm512_dpwssd_epi32(acc[i * ld + 2 * g + 1], hi, w);
     }
 }
 
-/* The same for `groups` whole groups of the keys' rows va and vb (NULL for
- * none). */
-static inline __attribute__((always_inline)) void pv_pair(int rows, int groups, __m512i acc[4][8],
+/* The same for `groups` whole groups of the keys' rows va and vb. */
+static inline __attribute__((always_inline)) void pv_pair(int rows, int groups, __m512i *acc,
                                                           const int32_t *wp, int64_t tp,
                                                           const int8_t *va, const int8_t *vb) {
     for (int g = 0; g < groups; g++)
-        pv_dot(rows, acc, g, wp, tp, _mm256_loadu_si256((const __m256i *)(va + 32 * g)),
-               vb ? _mm256_loadu_si256((const __m256i *)(vb + 32 * g)) : _mm256_setzero_si256());
+        pv_dot(rows, acc, 2 * groups, g, wp, tp, _mm256_loadu_si256((const __m256i *)(va + 32 * g)),
+               _mm256_loadu_si256((const __m256i *)(vb + 32 * g)));
 }
 
 /* o[:, 0 .. width) += f · (the block's integer sums), for `groups` groups
  * (the last `width - 32·(groups-1)` columns wide, masked where short) */
-static inline __attribute__((always_inline)) void pv_add(int rows, int groups, __m512i acc[4][8],
+static inline __attribute__((always_inline)) void pv_add(int rows, int groups, __m512i *acc,
                                                          const float *f, int64_t width, float *o,
                                                          int64_t ldo) {
     for (int i = 0; i < rows; i++) {
         const __m512 fi = _mm512_set1_ps(f[i]);
         for (int g = 0; g < groups; g++) {
-            const __m512 a = _mm512_cvtepi32_ps(acc[i][2 * g]);
-            const __m512 b = _mm512_cvtepi32_ps(acc[i][2 * g + 1]);
+            const __m512 a = _mm512_cvtepi32_ps(acc[i * 2 * groups + 2 * g]);
+            const __m512 b = _mm512_cvtepi32_ps(acc[i * 2 * groups + 2 * g + 1]);
             float *oc = o + i * ldo + 32 * g;
             const int64_t left = width - 32 * g; /* columns of this group */
             const __mmask16 m0 = first16(left), m1 = first16(left - 16);
@@ -278,32 +280,34 @@ static inline __attribute__((always_inline)) void pv_block_rows(int rows, int gr
                                                                 const float *f, const int8_t *v,
                                                                 int64_t ldv, float *o,
                                                                 int64_t ldo) {
-    __m512i acc[4][8];
+    __m512i acc[16];
     const int64_t whole = dv / 32 * 32;
     int64_t c0 = 0;
     for (; c0 + 32 * groups <= whole; c0 += 32 * groups) {
         for (int i = 0; i < rows; i++)
-            for (int g = 0; g < 2 * groups; g++) acc[i][g] = _mm512_setzero_si512();
-        int64_t t = 0;
-        for (; t + 1 < bt; t += 2) {
-            __builtin_prefetch(v + (t + PV_KEYS) * ldv + c0);
-            __builtin_prefetch(v + (t + 1 + PV_KEYS) * ldv + c0);
-            __builtin_prefetch(v + (t + PV_FAR) * ldv + c0, 0, 1);
-            __builtin_prefetch(v + (t + 1 + PV_FAR) * ldv + c0, 0, 1);
-            pv_pair(rows, groups, acc, wp, t / 2, v + t * ldv + c0, v + (t + 1) * ldv + c0);
+            for (int g = 0; g < 2 * groups; g++) acc[i * 2 * groups + g] = _mm512_setzero_si512();
+        for (int64_t t = 0; t < bt; t += 2) {
+            /* an odd block's last key pairs with itself, its partner's
+             * weight 0 (wp is zero past bt): one loop, no branch in it */
+            const int8_t *va = v + t * ldv + c0, *vb = t + 1 < bt ? va + ldv : va;
+            __builtin_prefetch(va + PV_KEYS * ldv);
+            __builtin_prefetch(va + (PV_KEYS + 1) * ldv);
+            __builtin_prefetch(va + PV_FAR * ldv, 0, 1);
+            __builtin_prefetch(va + (PV_FAR + 1) * ldv, 0, 1);
+            pv_pair(rows, groups, acc, wp, t / 2, va, vb);
         }
-        if (t < bt) pv_pair(rows, groups, acc, wp, t / 2, v + t * ldv + c0, NULL);
         pv_add(rows, groups, acc, f, 32 * groups, o + c0, ldo);
     }
     for (; c0 < dv; c0 += 32) { /* one group at a time: whole ones, then the masked last */
         const int64_t left = dv - c0 < 32 ? dv - c0 : 32;
         const __mmask32 m = first32(left);
-        for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+        __m512i acc1[8];
+        for (int i = 0; i < rows; i++) acc1[2 * i] = acc1[2 * i + 1] = _mm512_setzero_si512();
         for (int64_t t = 0; t < bt; t += 2)
-            pv_dot(rows, acc, 0, wp, t / 2, _mm256_maskz_loadu_epi8(m, v + t * ldv + c0),
+            pv_dot(rows, acc1, 2, 0, wp, t / 2, _mm256_maskz_loadu_epi8(m, v + t * ldv + c0),
                    t + 1 < bt ? _mm256_maskz_loadu_epi8(m, v + (t + 1) * ldv + c0)
                               : _mm256_setzero_si256());
-        pv_add(rows, 1, acc, f, left, o + c0, ldo);
+        pv_add(rows, 1, acc1, f, left, o + c0, ldo);
     }
 }
 

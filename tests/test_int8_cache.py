@@ -357,6 +357,25 @@ def test_the_dot_products_pv_is_exact_where_the_weights_round_exactly(dot, rng, 
         assert_close(got, want, tol(np.float32, m, 8))
 
 
+@pytest.mark.parametrize("d", [512, 520])
+@pytest.mark.parametrize("H", [1, 4])
+def test_the_dot_products_sums_at_their_largest(dot, rng, H, d):
+    """q all ones and each key a multiple of all ones: every q16 is 32767 and
+    every k8 127, so each key's integer sum is 32767·127·d, the most it can
+    be — under 2^31 at d = 512, summed as integers there (AC_I8DOT_EXACT_D),
+    over it at d = 520, summed in float32 there.  The keys' sizes differ, so
+    a sum that wrapped would turn the scores' order round, not leave them
+    tied; one query row (eight keys a register tile) and four (a GQA group)."""
+    m = 40
+    k = np.linspace(0.01, 0.2, m, dtype=np.float32)[:, None] * np.ones(d, np.float32)
+    c = KVCache(1, d, batch=(1,), dtype="int8", capacity=m)
+    c.append(k[None, None], rng.standard_normal((1, 1, m, d)).astype(np.float32))
+    q = np.ones((1, H, 1, d), np.float32)
+    got = c.attend(q, causal=False)
+    want = dequantised_reference(q, c, causal=False)
+    assert_close(got, want, tol(np.float32, m, d) + weights_slack(c))
+
+
 @pytest.mark.parametrize("size", [1e-33, 1e-25])
 def test_the_dot_products_with_values_of_a_tiny_size(dot, rng, size):
     """Values of size 1e-33 make every weight (the softmax's numerator times
