@@ -81,13 +81,13 @@ static void decode_chunk(const ac_kernels *kern, const ac_attn_args *a, const re
         if (ac_stop_poll(stop)) break; /* between tiles, as in flash_body.h */
         const int64_t cols = j_end - j0 < bk ? j_end - j0 : bk;
         KV_QKD(kern, rows, cols, dk, w->q, dk, kh + j0 * ldk, ldk, (real)a->scale, w->s, bk);
-        if (KV_SCALES) scale_cols(w->s, bk, rows, cols, ks + j0); /* each key's scale */
+        if (KV_SCALES) scale_cols(kern, w->s, bk, rows, cols, ks + j0); /* each key's scale */
         if (vis.mods) modify_tile(kern, &vis, 0, rows, n, j0, cols, w->s, bk, 1);
         if (!ac_vis_clear(&vis, 0, n, j0, cols)) mask_tile(&vis, 0, rows, n, j0, cols, w->s, bk);
         for (int64_t r = 0; r < rows; r++) w->bmax[r] = kern->OPS.rowmax(w->s + r * bk, cols);
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, o, dv, NULL, NULL, 0, 0,
                       NULL);
-        if (KV_SCALES) scale_cols(w->s, bk, rows, cols, vs + j0); /* each value's, after l */
+        if (KV_SCALES) scale_cols(kern, w->s, bk, rows, cols, vs + j0); /* each value's, after l */
         KV_PV_TILE(kern, &vis, 0, rows, n, j0, cols, dv, w->s, bk, vh + j0 * ldv, ldv, o, dv, -1);
     }
     if (sinks && vis.sinks) /* each row's sink, once: in its first chunk only */

@@ -114,7 +114,7 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         }
         if (!fused) { /* a bias or ALiBi, or a block on the diagonal or the band's edge
                        * (or an int8 cache): the scores modified, masked, then their maxima */
-            if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->ks + j0);
+            if (KV_SCALES) scale_cols(kern, w->s, bk, rows, cols, t->ks + j0);
             if (added || (KV_SCALES && vis->softcap > 0))
                 modify_tile(kern, vis, i0, rows, rows, j0, cols, w->s, bk, KV_SCALES);
             if (edge) mask_tile(vis, i0, rows, rows, j0, cols, w->s, bk);
@@ -134,7 +134,7 @@ static flash_counts flash_block(const ac_kernels *kern, const ac_attn_args *a,
         };
         online_update(kern, rows, cols, w->s, bk, w->bmax, w->mi, w->li, t->out, dv,
                       jn < kv_end ? &next : NULL, edge ? vis : NULL, i0, j0, NULL);
-        if (KV_SCALES) scale_cols(w->s, bk, rows, cols, t->vs + j0); /* after l: see int8.c */
+        if (KV_SCALES) scale_cols(kern, w->s, bk, rows, cols, t->vs + j0); /* after l: see int8.c */
         /* pass 3: accumulate P·V (V from its widened or aligned copy where there is
          * one and no hidden key's inf/NaN value can reach a row: the kernel on
          * reals, no conversions) */

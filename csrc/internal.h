@@ -43,6 +43,8 @@
  * softcap: x[i] = cap·tanh(x[i] / cap) in place (cap > 0).
  * alibi:  x[i] -= slope·|dist - i| in place (ALiBi, dist the distance at i = 0).
  * addrow: x[i] += b[i] (a row of the additive bias, contiguous).
+ * mulrow: x[i] *= b[i] (an int8 cache's per-token scales on a row of scores
+ *         or weights).
  */
 typedef struct {
     void (*qk)(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t ldq, const float *kp,
@@ -52,6 +54,7 @@ typedef struct {
     void (*softcap)(float *x, int64_t n, float cap);
     void (*alibi)(float *x, int64_t n, float dist, float slope);
     void (*addrow)(float *x, const float *b, int64_t n);
+    void (*mulrow)(float *x, const float *b, int64_t n);
 } ac_ops_f32;
 
 typedef struct {
@@ -63,6 +66,7 @@ typedef struct {
     void (*softcap)(double *x, int64_t n, double cap);
     void (*alibi)(double *x, int64_t n, double dist, double slope);
     void (*addrow)(double *x, const double *b, int64_t n);
+    void (*mulrow)(double *x, const double *b, int64_t n);
 } ac_ops_f64;
 
 /* pack:   kp = a K block (bk, d) in the layout qk reads (Kᵀ for the SIMD
@@ -185,10 +189,10 @@ typedef struct {
 #define AC_KERNEL_SETS(isa)                                                                 \
     .f32 = {.qk = qk_##isa##_f32, .rowmax = rowmax_##isa##_f32, .expsum = expsum_##isa##_f32,   \
             .softcap = softcap_##isa##_f32, .alibi = alibi_##isa##_f32,                     \
-            .addrow = addrow_##isa##_f32},                                              \
+            .addrow = addrow_##isa##_f32, .mulrow = mulrow_##isa##_f32},                    \
     .f64 = {.qk = qk_##isa##_f64, .rowmax = rowmax_##isa##_f64, .expsum = expsum_##isa##_f64,   \
             .softcap = softcap_##isa##_f64, .alibi = alibi_##isa##_f64,                     \
-            .addrow = addrow_##isa##_f64},                                              \
+            .addrow = addrow_##isa##_f64, .mulrow = mulrow_##isa##_f64},                    \
     .kv_f32 = {.pack = pack_##isa##_f32, .qkd = qkd_##isa##_f32, .pv = pv_##isa##_f32},       \
     .kv_f64 = {.pack = pack_##isa##_f64, .qkd = qkd_##isa##_f64, .pv = pv_##isa##_f64},       \
     .kv_f16 = {.pack = pack_##isa##_f16, .qkd = qkd_##isa##_f16, .pv = pv_##isa##_f16},       \

@@ -64,3 +64,8 @@ static void FN(alibi)(real *x, int64_t n, real dist, real slope) {
 static void FN(addrow)(real *x, const real *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += b[i];
 }
+
+/* x[c] *= b[c]: an int8 cache's scales on a row. */
+static void FN(mulrow)(real *x, const real *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] *= b[i];
+}

@@ -162,6 +162,13 @@ static void FN(addrow)(real *x, const real *b, int64_t n) {
     for (; i < n; i++) x[i] += b[i];
 }
 
+/* x[c] *= b[c]: an int8 cache's scales on a row (tiles_body.h, scale_cols). */
+static void FN(mulrow)(real *x, const real *b, int64_t n) {
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) V_STOREU(x + i, V_MUL(V_LOADU(x + i), V_LOADU(b + i)));
+    for (; i < n; i++) x[i] *= b[i];
+}
+
 /* x[c] -= slope·|dist - c|: ALiBi's linear penalty on the distance between a
  * query and key j0 + c, dist being that distance at c = 0 (as a real: exact
  * for distances under 2^24 in float, 2^53 in double). */

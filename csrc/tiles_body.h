@@ -49,11 +49,17 @@ static inline const float *scale_head(const float *x, const int64_t stride[2], i
 }
 
 /* s[r, c] *= sc[c]: a key's scale on its score column, or a value's on its
- * weight column. */
-static inline void scale_cols(real *s, int64_t lds, int64_t rows, int64_t cols,
-                              const float *sc) {
+ * weight column, a row at a time in the ISA's vectors (real is float where
+ * the scales are; elsewhere this is never called). */
+static inline void scale_cols(const ac_kernels *kern, real *s, int64_t lds, int64_t rows,
+                              int64_t cols, const float *sc) {
+#ifdef KV_SCALED
+    for (int64_t r = 0; r < rows; r++) kern->OPS.mulrow(s + r * lds, sc, cols);
+#else
+    (void)kern;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) s[r * lds + c] *= sc[c];
+#endif
 }
 
 /* ---- masks ------------------------------------------------------------- */
