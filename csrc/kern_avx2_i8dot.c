@@ -199,6 +199,15 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
 #define PV_KEYS 64
 #define PV_FAR 256 /* keys ahead that V is prefetched into L2 (as KEYS_FAR) */
 
+/* *acc += x (vpaddd), in place: one instruction of inline asm, whose "+x"
+ * operand keeps the accumulator in its register.  Through the intrinsic,
+ * GCC 12 copied P·V's eight accumulators to other registers and back every
+ * pair of keys, and, AVX2 having sixteen, spilled one to the stack: a
+ * store and a load in the loop's chain of adds. */
+static inline __attribute__((always_inline)) void add_in_place(__m256i *acc, __m256i x) {
+    __asm__("vpaddd %1, %0, %0" : "+x"(*acc) : "x"(x));
+}
+
 /* acc[i·ld + 2g], acc[i·ld + 2g+1] += the pair of keys whose 16 values of
  * group g are a and b (b zero for none), times each row's pair of weights
  * tp (the accumulators a flat array sized to each loop's, as
@@ -210,9 +219,8 @@ static inline __attribute__((always_inline)) void pv_dot(int rows, __m256i *acc,
     const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b)); /* 8-15 */
     for (int i = 0; i < rows; i++) {
         const __m256i w = _mm256_set1_epi32(wp[i * (PV_KEYS / 2) + tp]);
-        acc[i * ld + 2 * g] = _mm256_add_epi32(acc[i * ld + 2 * g], _mm256_madd_epi16(lo, w));
-        acc[i * ld + 2 * g + 1] =
-            _mm256_add_epi32(acc[i * ld + 2 * g + 1], _mm256_madd_epi16(hi, w));
+        add_in_place(&acc[i * ld + 2 * g], _mm256_madd_epi16(lo, w));
+        add_in_place(&acc[i * ld + 2 * g + 1], _mm256_madd_epi16(hi, w));
     }
 }
 
