@@ -210,8 +210,7 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
 
 /* acc[i·ld + 2g], acc[i·ld + 2g+1] += the pair of keys whose 16 values of
  * group g are a and b (b zero for none), times each row's pair of weights
- * tp (the accumulators a flat array sized to each loop's, as
- * kern_avx512_i8dot.c's). */
+ * tp (the accumulators a flat array, ld a row). */
 static inline __attribute__((always_inline)) void pv_dot(int rows, __m256i *acc, int ld, int g,
                                                          const int32_t *wp, int64_t tp, __m128i a,
                                                          __m128i b) {

@@ -149,7 +149,8 @@ static inline __attribute__((always_inline)) void dot_keys(int rows, int keys, i
         return;
     }
     if (rows * keys == 16 && d <= AC_I8DOT_EXACT_D) {
-        const __m512 x = _mm512_mul_ps(_mm512_permutexvar_ps(perm, _mm512_cvtepi32_ps(hsum16_i32(acc))), fv);
+        const __m512 sums = _mm512_cvtepi32_ps(hsum16_i32(acc));
+        const __m512 x = _mm512_mul_ps(_mm512_permutexvar_ps(perm, sums), fv);
         if (rows == 2) {
             _mm256_storeu_ps(s, _mm512_castps512_ps256(x));
             _mm256_storeu_ps(s + lds, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
@@ -236,9 +237,8 @@ static int qkd_i8dot(int64_t bq, int64_t bk, int64_t d, const float *q, int64_t 
 #define PV_FAR 256 /* keys ahead that V is prefetched into L2 (as KEYS_FAR) */
 
 /* acc[i·ld + 2g], acc[i·ld + 2g+1] += the pair of keys whose 32 values of
- * group g are a and b (b zero for none), times each row's pair of weights tp.
- * (The accumulators a flat array sized to each loop's own: GCC keeps such a
- * one in registers where a [4][8] one, 2 KB, went through the stack.) */
+ * group g are a and b (b zero for none), times each row's pair of weights tp
+ * (the accumulators a flat array, ld a row). */
 static inline __attribute__((always_inline)) void pv_dot(int rows, __m512i *acc, int ld, int g,
                                                          const int32_t *wp, int64_t tp, __m256i a,
                                                          __m256i b) {
