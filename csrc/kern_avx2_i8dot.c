@@ -44,8 +44,9 @@
  * operand keeps the accumulator in its register.  Through the intrinsic,
  * GCC 12 copied P·V's eight accumulators to other registers and back every
  * pair of keys, and, AVX2 having sixteen, spilled one to the stack: a
- * store and a load in the loop's chain of adds.  (In one GQA step, the
- * asm took 0.93× the time in P·V and 0.94-0.96× again in Q·Kᵀ.) */
+ * store and a load in the loop's chain of adds.  (A GQA step took 0.93×
+ * the time with the asm in P·V, and 0.94-0.96× again with it in Q·Kᵀ too,
+ * tools/ab.py.) */
 static inline __attribute__((always_inline)) void add_in_place(__m256i *acc, __m256i x) {
     __asm__("vpaddd %1, %0, %0" : "+x"(*acc) : "x"(x));
 }

@@ -62,7 +62,7 @@
  * whose "+v" operand keeps each accumulator in its register: through the
  * intrinsic, GCC 12 copied every accumulator of P·V's loop to another
  * register and back around each step (32 moves and two spills a pair of
- * keys; in one process the asm took a GQA step 0.96× the time). */
+ * keys; with the asm a GQA step took 0.96× the time, tools/ab.py). */
 static inline __attribute__((always_inline)) void dpwssd(__m512i *acc, __m512i a, __m512i b) {
     __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(a), "v"(b));
 }
