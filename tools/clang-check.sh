@@ -33,7 +33,7 @@ status=0
 for target in x86_64-linux-gnu aarch64-linux-gnu; do
     n=0
     for f in csrc/*.c; do
-        clang --target=$target -std=c11 -O3 -fno-math-errno -fopenmp -Wall -Wextra -Werror \
+        clang --target=$target -std=c11 -O3 -fno-math-errno -falign-loops=64 -fopenmp -Wall -Wextra -Werror \
             -Icsrc -c "$f" -o "$out/$(basename "$f" .c).o" || status=1
         n=$((n + 1))
     done

@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CFLAGS = ["-std=c11", "-O3", "-fno-math-errno", "-fopenmp", "-I" + os.path.join(ROOT, "csrc")]
+CFLAGS = ["-std=c11", "-O3", "-fno-math-errno", "-falign-loops=64", "-fopenmp", "-I" + os.path.join(ROOT, "csrc")]
 
 # (ISA, compiler command, objdump, source, lanes of float32 a vector); the clang
 # rows only where clang is installed (Apple's compiler is clang)

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)/kernel_timing
-gcc -std=c11 -O3 -fno-math-errno -fopenmp -Icsrc -o "$out" tools/kernel_timing.c csrc/*.c -lm
+gcc -std=c11 -O3 -fno-math-errno -falign-loops=64 -fopenmp -Icsrc -o "$out" tools/kernel_timing.c csrc/*.c -lm
 OMP_NUM_THREADS=1 "$out" "$@"
