@@ -26,7 +26,9 @@ BITS = np.dtype(np.uint16)
 def is_bfloat16(dt: np.dtype) -> bool:
     """uint16 (bfloat16 bits) or ml_dtypes' bfloat16."""
     dt = np.dtype(dt)
-    return dt.newbyteorder("=") == BITS or (dt.name == "bfloat16" and dt.itemsize == 2)
+    if dt.itemsize != 2:  # before dt.name, which NumPy computes in Python
+        return False
+    return dt.newbyteorder("=") == BITS or dt.name == "bfloat16"
 
 
 def storage_dtype() -> np.dtype:

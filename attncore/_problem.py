@@ -26,6 +26,8 @@ _INT64_MAX = 2**63 - 1
 def kv16(dt: np.dtype) -> str | None:
     """Which 16-bit cache a K/V dtype is: "float16", "bfloat16" (uint16 bits
     or ml_dtypes.bfloat16; see _bfloat16.py) or None."""
+    if dt.itemsize != 2:  # the common answer first: a call asks this of q, k and v
+        return None
     if dt.newbyteorder("=") == HALF:
         return "float16"
     return "bfloat16" if is_bfloat16(dt) else None
@@ -91,15 +93,16 @@ def fast_layout(a: np.ndarray) -> np.ndarray:
     contiguous, strides whole elements.  Anything else is copied once."""
     if not a.dtype.isnative:
         return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("=")))
-    if (
-        not a.flags.aligned
-        or (a.ndim and a.strides[-1] != a.itemsize)
-        or any(s % a.itemsize for s in a.strides)
-    ):
-        # a fresh array (ascontiguousarray would hand back an unaligned
-        # C-contiguous input as it is)
-        return np.array(a, order="C")
-    return a
+    size, strides = a.itemsize, a.strides
+    if a.flags.aligned and (not strides or strides[-1] == size):
+        for s in strides:  # a loop, not any(): every call of a decode step passes here
+            if s % size:
+                break
+        else:
+            return a
+    # a fresh array (ascontiguousarray would hand back an unaligned
+    # C-contiguous input as it is)
+    return np.array(a, order="C")
 
 
 def positive_scale(scale, dk: int) -> float:

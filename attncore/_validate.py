@@ -10,6 +10,8 @@ the visibility rules they use are in attncore._problem.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from attncore._problem import (  # noqa: F401 (the names the API and the reference use)
@@ -119,7 +121,7 @@ def token_scales(s, name: str, shape: tuple) -> np.ndarray:
     a = np.asarray(s)
     if a.dtype != np.float32:
         raise TypeError(f"{name} must be float32, got dtype {a.dtype}")
-    if a.size != np.prod(shape, dtype=np.int64):
+    if a.size != math.prod(shape):
         raise ValueError(f"{name} must hold one scale a token and kv head, {shape}, got {a.shape}")
     return fast_layout(a.reshape(shape))
 
