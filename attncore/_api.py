@@ -261,7 +261,8 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
                q_offset=None, k_offset=None, bias=None, alibi_slopes=None, softcap=None,
                sinks=None, split_kv: int | None = None,
                block_counts: np.ndarray | None = None, k_scale: np.ndarray | None = None,
-               v_scale: np.ndarray | None = None, out_dtype=None):
+               v_scale: np.ndarray | None = None, out_dtype=None,
+               checked: validate.Problem | None = None):
     """:func:`attention` with the keywords of the tests and the teaching code
     (not a stable API).  ``split_kv`` forces the decode path of
     ``method="flash"`` (1), forbids it (0) or leaves it to the kernel (-1;
@@ -271,13 +272,20 @@ def _attention(q, k, v, *, causal=False, scale=None, method="flash", block_q=Non
     grid it skipped); it turns the decode path off.  ``k_scale`` and
     ``v_scale`` make k and v an int8 cache's values (:class:`KVCache`
     ``dtype="int8"``): float32 arrays shaped like k and v without their last
-    axis, one scale a token and kv head."""
+    axis, one scale a token and kv head.  ``checked``: the Problem of q, k and v
+    that :func:`validate.cache_problem` made (a KVCache's plain step, no other
+    keyword given): the checks of the rest then come to causal alone."""
     int8 = k_scale is not None
-    method, p, vis, bq, bk = validate.attention_args(
-        q, k, v, causal=causal, scale=scale, method=method, block_q=block_q, block_k=block_k,
-        return_weights=return_weights, mask=mask, key_lengths=key_lengths, window=window,
-        split_kv=split_kv, block_counts=block_counts, q_offset=q_offset, k_offset=k_offset,
-        bias=bias, alibi_slopes=alibi_slopes, softcap=softcap, sinks=sinks, int8=int8)
+    if checked is not None:
+        method, p, bq, bk = "flash", checked, 0, 0
+        vis = validate.visibility(p, causal)
+    else:
+        method, p, vis, bq, bk = validate.attention_args(
+            q, k, v, causal=causal, scale=scale, method=method, block_q=block_q,
+            block_k=block_k, return_weights=return_weights, mask=mask, key_lengths=key_lengths,
+            window=window, split_kv=split_kv, block_counts=block_counts, q_offset=q_offset,
+            k_offset=k_offset, bias=bias, alibi_slopes=alibi_slopes, softcap=softcap,
+            sinks=sinks, int8=int8)
     wide = validate.out_dtype(out_dtype, p)
     B, H, Hkv, n, m, dk, dv = p.shape
     out = np.empty((B, H, n, dv), p.dtype)

@@ -282,9 +282,7 @@ def problem(q, k, v=None, *, scale=None, int8: bool = False) -> Problem:
             raise ValueError(f"problem too large: {count} elements do not fit in 64 bits")
 
     def four_d(a, h, rows, cols):
-        # reshape is a view when it can be; the second look only copies when
-        # it gave a size-1 last axis an odd stride
-        return fast_layout(fast_layout(a).reshape(B, h, rows, cols))
+        return _four_d(a, B, h, rows, cols)
 
     return Problem(
         wide_q=None if q16 is not None else four_d(qa, H, n, dk),
@@ -296,6 +294,35 @@ def problem(q, k, v=None, *, scale=None, int8: bool = False) -> Problem:
         q_half=q_half,
         q16=None if q16 is None else four_d(q16, H, n, dk),
     )
+
+
+def _four_d(a: np.ndarray, B: int, h: int, rows: int, cols: int) -> np.ndarray:
+    # reshape is a view when it can be; the second look only copies when it
+    # gave a size-1 last axis an odd stride
+    return fast_layout(fast_layout(a).reshape(B, h, rows, cols))
+
+
+def cache_problem(q, k: np.ndarray, v: np.ndarray) -> Problem | None:
+    """problem(q, k, v) for a KVCache's own k and v (its arrays, whose dtype,
+    shape and layout it made) when q is the plain case: an ndarray of the
+    cache's float dtype (float32 for a 16-bit or int8 cache), shaped (*batch,
+    H, n, head_dim) as the cache's batch, H a multiple of its kv heads, nothing
+    empty.  The same Problem as problem() gives, with q alone looked at (the
+    whole of attention's checks cost a step 10-20 µs more); None for anything
+    else, which problem() then checks, and refuses, as always."""
+    want = k.dtype if k.dtype in FLOAT_DTYPES else FLOAT_DTYPES[0]
+    if type(q) is not np.ndarray or q.dtype != want or q.ndim != k.ndim:
+        return None
+    qlead, H, n, dk = q.shape[:-3], q.shape[-3], q.shape[-2], q.shape[-1]
+    Hkv, m, dv = k.shape[-3], k.shape[-2], v.shape[-1]
+    if qlead != k.shape[:-3] or dk != k.shape[-1] or not (H and n and m and dk and dv and Hkv):
+        return None
+    B = math.prod(qlead)
+    if H % Hkv or not B or B * H * n * max(m, dk, dv) > _INT64_MAX:
+        return None
+    return Problem(wide_q=_four_d(q, B, H, n, dk), k=_four_d(k, B, Hkv, m, dk),
+                   v=_four_d(v, B, Hkv, m, dv), lead=qlead + (H,), batch=qlead,
+                   scale=positive_scale(None, dk))
 
 
 @dataclass

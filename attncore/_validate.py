@@ -16,8 +16,9 @@ import numpy as np
 
 from attncore._problem import (  # noqa: F401 (the names the API and the reference use)
     sink_gradient, sum_to_shape,
-    FLOAT_DTYPES, HALF, Problem, Visibility, as_float_array, block_size, common_dtype, dims,
-    fast_layout, kv16, kv_values, positive_int, positive_scale, problem, visibility)
+    FLOAT_DTYPES, HALF, Problem, Visibility, as_float_array, block_size, cache_problem,
+    common_dtype, dims, fast_layout, kv16, kv_values, positive_int, positive_scale, problem,
+    visibility)
 from attncore._runtime import memory_limit
 
 METHODS = ("flash", "naive")

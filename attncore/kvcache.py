@@ -199,7 +199,13 @@ class KVCache:
         sees the cached keys and the new ones up to itself.
         """
         keys, values, ks, vs = self._snapshot()
-        if self.dtype == INT8:  # the int8 values and their scales, read by the blockwise kernel
+        int8 = self.dtype == INT8  # the int8 values and their scales, read by the blockwise kernel
+        # a plain step: q checked against the cache alone (its own arrays need no checks)
+        p = None if kwargs else validate.cache_problem(q, keys, values)
+        if p is not None:
+            return _attention(q, keys, values, causal=causal, k_scale=ks if int8 else None,
+                              v_scale=vs if int8 else None, checked=p)
+        if int8:
             unknown = sorted(set(kwargs) - _ATTENTION_KEYWORDS)
             if unknown:  # as attention() would say: _attention takes private ones too
                 raise TypeError(f"attend() got unexpected keyword arguments {unknown}")
