@@ -123,9 +123,6 @@ static inline __attribute__((always_inline)) void dot_lanes(int rows, int keys, 
             __builtin_prefetch(k + (u + KEYS_FAR) * ldk + t, 0, 1);
         }
     int64_t t = 0;
-    /* unrolled: a step is nine vector instructions, and the loop's own four
-     * (count, compare, branch, a copy) were a third of the issue slots */
-#pragma GCC unroll 4
     for (; t + 16 <= d; t += 16) DOT_STEP(t, _mm_loadu_si128((const __m128i *)(k + u * ldk + t)));
     if (t < d) /* the last d % 16 values: q16 is zero past d, K is not read past it */
         DOT_STEP(t, load16(k + u * ldk + t, d - t));
